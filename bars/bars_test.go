@@ -1,0 +1,222 @@
+package bars
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestRegisterFileClaims(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    uint32
+		claims  []Claim
+		wantErr string
+	}{
+		{"disjoint", 0x100, []Claim{{Name: "a", Offset: 0, Size: 0x10}, {Name: "b", Offset: 0x10, Size: 0x10}}, ""},
+		{"overlap", 0x100, []Claim{{Name: "a", Offset: 0, Size: 0x10}, {Name: "b", Offset: 0xC, Size: 0x10}}, `claim "b" overlaps claim "a" at 0xc`},
+		{"outside", 0x100, []Claim{{Name: "a", Offset: 0xF0, Size: 0x20}}, "outside"},
+		{"unaligned", 0x100, []Claim{{Name: "a", Offset: 2, Size: 4}}, "not dword-aligned"},
+		{"empty claim", 0x100, []Claim{{Name: "a", Offset: 0, Size: 0}}, "not dword-aligned"},
+		{"bad size", 0x102, nil, "not a positive multiple of 4"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewRegisterFile(tc.size, tc.claims...)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("NewRegisterFile error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRegisterFileAccess(t *testing.T) {
+	regs := make([]uint32, 4)
+	f, err := NewRegisterFile(0x100, Claim{
+		Name: "r", Offset: 0x20, Size: 0x10,
+		Read:  func(off uint32) uint32 { return regs[off/4] },
+		Write: func(off uint32, v uint32) { regs[off/4] = v },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(off uint64, v ...uint32) {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], x)
+		}
+		if err := f.Write(off, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(off uint64, n int) []byte {
+		b := make([]byte, n)
+		if err := f.Read(off, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	put(0x24, 0xdeadbeef)
+	if regs[1] != 0xdeadbeef {
+		t.Errorf("32-bit write: reg = %#x", regs[1])
+	}
+	put(0x28, 1, 2) // 8-byte write: two registers, low first
+	if regs[2] != 1 || regs[3] != 2 {
+		t.Errorf("64-bit write: regs = %#x %#x", regs[2], regs[3])
+	}
+	if got := binary.LittleEndian.Uint64(get(0x28, 8)); got != 2<<32|1 {
+		t.Errorf("64-bit read = %#x", got)
+	}
+	if got := get(0x22, 2); got[0] != 0xff || got[1] != 0xff {
+		t.Errorf("misshapen read = %x, want all-ones", got)
+	}
+	put(0x80, 7)     // unclaimed write
+	_ = get(0x80, 4) // unclaimed read
+	_ = f.Write(0x21, []byte{1})
+	un, bad := f.Diagnostics()
+	if len(un) != 1 || un[0].Offset != 0x80 || un[0].Count != 2 {
+		t.Errorf("unclaimed = %+v, want one offset 0x80 counted twice", un)
+	}
+	if bad != 2 {
+		t.Errorf("misshapen = %d, want 2", bad)
+	}
+	if err := f.Check(0xFC, 8); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Check past end = %v, want EINVAL", err)
+	}
+}
+
+func TestVRAMWindow(t *testing.T) {
+	v, err := NewVRAM(1<<24, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.Write(0x1000, []byte{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if v.Bytes()[0x1002] != 3 {
+		t.Error("write through the window did not reach VRAM")
+	}
+	if err := v.Write(1<<20-2, []byte{1, 2, 3, 4}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("write across the window end = %v, want EINVAL", err)
+	}
+	v.Bytes()[(1<<24)-1] = 9 // beyond the window: reachable by the GPU only
+	// QEMU maps the same fd: a second mapping must see the same bytes.
+	m, err := unix.Mmap(int(v.File().Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if m[0x1003] != 4 {
+		t.Error("the memfd mapping does not share VRAM")
+	}
+	v.Zero()
+	if m[0x1003] != 0 || v.Bytes()[(1<<24)-1] != 0 {
+		t.Error("Zero left data behind")
+	}
+	if _, err := NewVRAM(1<<20, 1<<21); err == nil {
+		t.Error("window larger than VRAM accepted")
+	}
+}
+
+type ringLog struct {
+	mu    sync.Mutex
+	rings [][2]uint64
+}
+
+func (r *ringLog) ring(i int, v uint64) {
+	r.mu.Lock()
+	r.rings = append(r.rings, [2]uint64{uint64(i), v})
+	r.mu.Unlock()
+}
+
+func (r *ringLog) snapshot() [][2]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][2]uint64(nil), r.rings...)
+}
+
+func TestDoorbellTrap(t *testing.T) {
+	var log ringLog
+	d, err := NewDoorbells(DoorbellTrap, 0x4000, log.ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.File() != nil {
+		t.Error("trap mode must not offer an mmap fd")
+	}
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, 0x1_0000_0040)
+	d.Write(3*8, b)                      // 64-bit doorbell 3
+	d.Write(5*8+4, []byte{0x2, 0, 0, 0}) // upper half of doorbell 5
+	d.Write(5*8, []byte{0x10, 0, 0, 0})  // lower half of doorbell 5
+	want := [][2]uint64{{3, 0x1_0000_0040}, {5, 0x2_0000_0000}, {5, 0x2_0000_0010}}
+	if got := log.snapshot(); !equalRings(got, want) {
+		t.Errorf("rings = %x, want %x", got, want)
+	}
+	if err := d.Write(0x4000-4, b); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("write past the end = %v, want EINVAL", err)
+	}
+}
+
+func TestDoorbellPoll(t *testing.T) {
+	var log ringLog
+	d, err := NewDoorbells(DoorbellPoll, 0x4000, log.ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// The guest writes through QEMU's mapping of the memfd, not through the server.
+	m, err := unix.Mmap(int(d.File().Fd()), 0, 0x4000, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	time.Sleep(50 * time.Millisecond) // let the poller back off to its idle sleep
+	binary.LittleEndian.PutUint64(m[511*8:], 42)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(log.snapshot()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := log.snapshot(); !equalRings(got, [][2]uint64{{511, 42}}) {
+		t.Fatalf("rings = %v, want doorbell 511 = 42", got)
+	}
+	// A second write to the same doorbell is seen too.
+	binary.LittleEndian.PutUint64(m[511*8:], 43)
+	for len(log.snapshot()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := log.snapshot(); len(got) != 2 || got[1] != [2]uint64{511, 43} {
+		t.Fatalf("rings = %v, want a second ring with 43", got)
+	}
+}
+
+func equalRings(a, b [][2]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParseDoorbellMode(t *testing.T) {
+	for in, want := range map[string]DoorbellMode{"trap": DoorbellTrap, "poll": DoorbellPoll} {
+		if got, err := ParseDoorbellMode(in); err != nil || got != want {
+			t.Errorf("ParseDoorbellMode(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := ParseDoorbellMode("mmap"); err == nil {
+		t.Error("unknown mode accepted")
+	}
+}

@@ -1,0 +1,20 @@
+// Package bars implements the device's three PCI apertures as the server sees them:
+//
+//   - RegisterFile: the trapped register BAR. Each part of the device claims a dword range and
+//     supplies read/write handlers; construction fails when two claims overlap, so an address
+//     always has exactly one owner. Accesses nobody claimed are counted per offset for the
+//     diagnostic report and otherwise behave like an empty bus (reads 0, writes dropped): a
+//     driver poking the wrong register is a finding, not a crash.
+//   - VRAM: a memfd of the full VRAM size (sparse until touched). QEMU mmaps the first
+//     `window` bytes as BAR0, so guest CPU accesses never reach the server; the engines see the
+//     whole memfd. VRAM beyond the window is GPU-only, as on a card without resizable BAR.
+//   - Doorbells: 64-bit doorbells, DOORBELL_PER_PAGE per page, in one of two modes. In trap mode
+//     the BAR is not mmapped and each write arrives as a REGION_WRITE. In poll mode the BAR is a
+//     memfd that QEMU maps into the guest, and a poller goroutine scans it for changed values,
+//     spinning briefly after activity and backing off to long sleeps while idle, because QEMU
+//     11.1 offers no ioeventfd path to tell us of a write.
+//
+// Threading: RegisterFile handlers run on the caller's goroutine (the vfio-user worker).
+// VRAM's byte slice may be used from any goroutine; Doorbells' ring callback runs on the
+// caller's goroutine in trap mode and on the poller goroutine in poll mode.
+package bars

@@ -1,0 +1,224 @@
+package bars
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// DoorbellMode selects how doorbell writes reach the device.
+type DoorbellMode int
+
+const (
+	// DoorbellTrap: the BAR is not mmapped; every write is a REGION_WRITE round trip.
+	DoorbellTrap DoorbellMode = iota
+	// DoorbellPoll: the BAR is a memfd mapped by QEMU; the server polls it for changes.
+	DoorbellPoll
+)
+
+func (m DoorbellMode) String() string {
+	if m == DoorbellPoll {
+		return "poll"
+	}
+	return "trap"
+}
+
+// ParseDoorbellMode parses a --doorbell flag value.
+func ParseDoorbellMode(s string) (DoorbellMode, error) {
+	switch s {
+	case "trap":
+		return DoorbellTrap, nil
+	case "poll":
+		return DoorbellPoll, nil
+	}
+	return 0, fmt.Errorf("doorbell mode %q: want trap or poll", s)
+}
+
+// Poll back-off: after activity the poller rescans at once for spinFor, then sleeps, doubling
+// from minSleep up to maxSleep. maxSleep bounds both idle CPU use (≈1/maxSleep scans per second
+// of a few KiB) and the worst-case latency of the first doorbell after an idle period.
+const (
+	pollSpinFor  = 200 * time.Microsecond
+	pollMinSleep = 20 * time.Microsecond
+	pollMaxSleep = 10 * time.Millisecond
+)
+
+// Doorbells is the doorbell aperture: an array of 64-bit doorbells.
+type Doorbells struct {
+	mode  DoorbellMode
+	file  *os.File
+	mem   []byte
+	slots []uint64 // view of mem; written by the guest (poll mode) or by Write (trap mode)
+	seen  []uint64 // poll mode: last value reported per slot (poller goroutine only)
+	ring  func(index int, value uint64)
+	rings atomic.Uint64
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// NewDoorbells creates size bytes of doorbells. ring is called with the doorbell index and its
+// new 64-bit value on every write (trap mode) or every observed change (poll mode).
+func NewDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uint64)) (*Doorbells, error) {
+	if size == 0 || size%4096 != 0 {
+		return nil, fmt.Errorf("bars: doorbell aperture size %#x is not a whole number of pages", size)
+	}
+	file, mem, err := sharedMemory("vgpu-doorbells", size)
+	if err != nil {
+		return nil, err
+	}
+	d := &Doorbells{
+		mode:  mode,
+		file:  file,
+		mem:   mem,
+		slots: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), size/8),
+		seen:  make([]uint64, size/8),
+		ring:  ring,
+		stop:  make(chan struct{}),
+	}
+	if mode == DoorbellPoll {
+		d.done.Add(1)
+		go d.poll()
+	}
+	return d, nil
+}
+
+// Mode is the doorbell mode.
+func (d *Doorbells) Mode() DoorbellMode { return d.mode }
+
+// Count is the number of doorbells.
+func (d *Doorbells) Count() int { return len(d.slots) }
+
+// Size is the aperture size in bytes.
+func (d *Doorbells) Size() uint64 { return uint64(len(d.mem)) }
+
+// File is the memfd to hand to QEMU in poll mode; nil in trap mode (the region is not mappable).
+func (d *Doorbells) File() *os.File {
+	if d.mode == DoorbellPoll {
+		return d.file
+	}
+	return nil
+}
+
+// Rings counts doorbell events delivered.
+func (d *Doorbells) Rings() uint64 { return d.rings.Load() }
+
+// Read returns the current doorbell values.
+func (d *Doorbells) Read(off uint64, p []byte) error {
+	if err := d.check(off, len(p)); err != nil {
+		return err
+	}
+	for i := range p {
+		p[i] = byte(atomic.LoadUint64(&d.slots[(off+uint64(i))/8]) >> (8 * ((off + uint64(i)) % 8)))
+	}
+	return nil
+}
+
+// Write stores a trapped doorbell write. A 32-bit write to either half of a doorbell updates
+// that half and rings the doorbell with the combined 64-bit value, like a write-combining
+// doorbell on hardware. In poll mode the poller notices the new value and rings it, so a write
+// that arrives trapped (QEMU's INTx fallback path) is not rung twice.
+func (d *Doorbells) Write(off uint64, p []byte) error {
+	if err := d.check(off, len(p)); err != nil {
+		return err
+	}
+	var b [8]byte
+	first, last := off/8, (off+uint64(len(p))-1)/8
+	for slot := first; slot <= last; slot++ {
+		binary.LittleEndian.PutUint64(b[:], atomic.LoadUint64(&d.slots[slot]))
+		for i := range p {
+			if a := off + uint64(i); a/8 == slot {
+				b[a%8] = p[i]
+			}
+		}
+		v := binary.LittleEndian.Uint64(b[:])
+		atomic.StoreUint64(&d.slots[slot], v)
+		if d.mode == DoorbellTrap {
+			d.fire(int(slot), v)
+		}
+	}
+	return nil
+}
+
+func (d *Doorbells) check(off uint64, n int) error {
+	size := uint64(len(d.mem))
+	if n <= 0 || off >= size || uint64(n) > size-off {
+		return fmt.Errorf("bars: doorbell access [%#x+%d) outside the %#x-byte aperture: %w", off, n, size, syscall.EINVAL)
+	}
+	return nil
+}
+
+func (d *Doorbells) fire(index int, v uint64) {
+	d.rings.Add(1)
+	if d.ring != nil {
+		d.ring(index, v)
+	}
+}
+
+// poll scans the shared page for changed doorbells with adaptive back-off.
+func (d *Doorbells) poll() {
+	defer d.done.Done()
+	lastActivity := time.Now()
+	sleep := pollMinSleep
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if d.scan() {
+			lastActivity = time.Now()
+			sleep = pollMinSleep
+		}
+		if time.Since(lastActivity) < pollSpinFor {
+			select {
+			case <-d.stop:
+				return
+			default:
+			}
+			continue
+		}
+		timer.Reset(sleep)
+		select {
+		case <-d.stop:
+			return
+		case <-timer.C:
+		}
+		sleep = min(2*sleep, pollMaxSleep)
+	}
+}
+
+// scan reports whether any doorbell changed since the last scan.
+func (d *Doorbells) scan() bool {
+	changed := false
+	for i := range d.slots {
+		if v := atomic.LoadUint64(&d.slots[i]); v != d.seen[i] {
+			d.seen[i] = v
+			d.fire(i, v)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Reset clears every doorbell (device reset).
+func (d *Doorbells) Reset() {
+	for i := range d.slots {
+		atomic.StoreUint64(&d.slots[i], 0)
+	}
+}
+
+// Close stops the poller and releases the memory.
+func (d *Doorbells) Close() error {
+	close(d.stop)
+	d.done.Wait()
+	err := unix.Munmap(d.mem)
+	if cerr := d.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

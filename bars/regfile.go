@@ -1,0 +1,155 @@
+package bars
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+)
+
+// Claim hands a dword-aligned register range to one owner. Offsets passed to the handlers are
+// relative to the claim's Offset. Read may be nil (reads 0); Write may be nil (writes ignored).
+type Claim struct {
+	Name   string
+	Offset uint32 // byte offset in the BAR, dword-aligned
+	Size   uint32 // bytes, a multiple of 4
+	Read   func(off uint32) uint32
+	Write  func(off uint32, v uint32)
+}
+
+// RegisterFile is a trapped register BAR made of claims.
+type RegisterFile struct {
+	size   uint32
+	claims []Claim
+	owner  []uint16 // per dword: claim index + 1, 0 = unclaimed
+
+	mu        sync.Mutex
+	unclaimed map[uint32]uint64 // byte offset → access count
+	misshapen uint64            // accesses that were not 4 or 8 bytes, dword-aligned
+}
+
+// maxClaims bounds the owner table's index type.
+const maxClaims = 1<<16 - 1
+
+// NewRegisterFile builds a register BAR of size bytes from claims. Overlapping or out-of-range
+// claims are a construction error naming both parties.
+func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
+	if size == 0 || size%4 != 0 {
+		return nil, fmt.Errorf("bars: register file size %#x is not a positive multiple of 4", size)
+	}
+	if len(claims) > maxClaims {
+		return nil, fmt.Errorf("bars: %d claims, at most %d", len(claims), maxClaims)
+	}
+	f := &RegisterFile{size: size, claims: claims, owner: make([]uint16, size/4), unclaimed: map[uint32]uint64{}}
+	for i, c := range claims {
+		if c.Offset%4 != 0 || c.Size%4 != 0 || c.Size == 0 {
+			return nil, fmt.Errorf("bars: claim %q [%#x+%#x) is not dword-aligned", c.Name, c.Offset, c.Size)
+		}
+		if uint64(c.Offset)+uint64(c.Size) > uint64(size) {
+			return nil, fmt.Errorf("bars: claim %q [%#x+%#x) is outside the %#x-byte BAR", c.Name, c.Offset, c.Size, size)
+		}
+		for d := c.Offset / 4; d < (c.Offset+c.Size)/4; d++ {
+			if prev := f.owner[d]; prev != 0 {
+				return nil, fmt.Errorf("bars: claim %q overlaps claim %q at %#x", c.Name, claims[prev-1].Name, d*4)
+			}
+			f.owner[d] = uint16(i + 1)
+		}
+	}
+	return f, nil
+}
+
+// Size is the BAR size in bytes.
+func (f *RegisterFile) Size() uint32 { return f.size }
+
+// Read serves a trapped read. Registers are 32 bits wide; an aligned 8-byte read returns two
+// consecutive registers (low first), as a 64-bit CPU load would.
+func (f *RegisterFile) Read(off uint64, p []byte) error {
+	if !f.shapeOK(off, p) {
+		for i := range p {
+			p[i] = 0xff // what a bus returns for an access the device does not decode
+		}
+		return nil
+	}
+	for i := 0; i < len(p); i += 4 {
+		binary.LittleEndian.PutUint32(p[i:], f.read32(uint32(off)+uint32(i)))
+	}
+	return nil
+}
+
+// Write serves a trapped write; 8-byte writes update two registers, low first.
+func (f *RegisterFile) Write(off uint64, p []byte) error {
+	if !f.shapeOK(off, p) {
+		return nil
+	}
+	for i := 0; i < len(p); i += 4 {
+		f.write32(uint32(off)+uint32(i), binary.LittleEndian.Uint32(p[i:]))
+	}
+	return nil
+}
+
+// shapeOK reports whether an access is one the register file decodes; bad shapes are counted.
+// An access beyond the BAR is the transport's error, reported as EINVAL by Check.
+func (f *RegisterFile) shapeOK(off uint64, p []byte) bool {
+	if (len(p) == 4 || len(p) == 8) && off%4 == 0 && off+uint64(len(p)) <= uint64(f.size) {
+		return true
+	}
+	f.mu.Lock()
+	f.misshapen++
+	f.mu.Unlock()
+	return false
+}
+
+func (f *RegisterFile) read32(off uint32) uint32 {
+	c := f.claimAt(off)
+	if c == nil {
+		return 0
+	}
+	if c.Read == nil {
+		return 0
+	}
+	return c.Read(off - c.Offset)
+}
+
+func (f *RegisterFile) write32(off uint32, v uint32) {
+	if c := f.claimAt(off); c != nil && c.Write != nil {
+		c.Write(off-c.Offset, v)
+	}
+}
+
+func (f *RegisterFile) claimAt(off uint32) *Claim {
+	idx := f.owner[off/4]
+	if idx == 0 {
+		f.mu.Lock()
+		f.unclaimed[off]++
+		f.mu.Unlock()
+		return nil
+	}
+	return &f.claims[idx-1]
+}
+
+// Check validates an access range against the BAR without performing it.
+func (f *RegisterFile) Check(off uint64, n int) error {
+	if n <= 0 || off >= uint64(f.size) || uint64(n) > uint64(f.size)-off {
+		return fmt.Errorf("bars: access [%#x+%d) outside the %#x-byte register BAR: %w", off, n, f.size, syscall.EINVAL)
+	}
+	return nil
+}
+
+// UnclaimedAccess is one line of the diagnostic report.
+type UnclaimedAccess struct {
+	Offset uint32
+	Count  uint64
+}
+
+// Diagnostics returns the unclaimed offsets touched (sorted) and the count of accesses that
+// were not aligned 4- or 8-byte accesses.
+func (f *RegisterFile) Diagnostics() (unclaimed []UnclaimedAccess, misshapen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for off, n := range f.unclaimed {
+		unclaimed = append(unclaimed, UnclaimedAccess{off, n})
+	}
+	sort.Slice(unclaimed, func(i, j int) bool { return unclaimed[i].Offset < unclaimed[j].Offset })
+	return unclaimed, f.misshapen
+}
