@@ -1,0 +1,41 @@
+// Command vgpu is the virtual GPU's command line: `vgpu serve` runs the vfio-user server that
+// QEMU's vfio-user-pci device attaches to.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: vgpu <command> [flags]
+
+commands:
+  serve   run the vfio-user server for one virtual GPU function
+  qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
+
+Run 'vgpu <command> -h' for the command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "serve":
+		err = serve(args)
+	case "qemu":
+		err = provisionQEMU(args)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "vgpu: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

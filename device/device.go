@@ -1,0 +1,325 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"syscall"
+
+	"vgpu/abi"
+	"vgpu/bars"
+	"vgpu/dma"
+	"vgpu/irq"
+	"vgpu/pcie"
+	"vgpu/vfiouser"
+)
+
+// vfio-user region indexes for a PCI device (VFIO_PCI_*_REGION_INDEX).
+const (
+	regionROM    = 6
+	regionConfig = 7
+	numRegions   = 9 // BAR0-5, ROM, config, VGA: QEMU requires at least 8
+	configSize   = 4096
+	numIRQs      = 5 // INTx, MSI, MSI-X, ERR, REQ
+)
+
+// Config is what a server flag can change about the device.
+type Config struct {
+	VendorID, DeviceID             uint16
+	SubsystemVendorID, SubsystemID uint16
+	VRAMSize                       uint64 // bytes of VRAM (sparse memfd)
+	VRAMWindow                     uint64 // CPU-visible part, the BAR0 size
+	Doorbells                      bars.DoorbellMode
+	MSIXVectors                    int
+	Log                            *slog.Logger
+}
+
+// DefaultConfig is a 1 GiB GPU with a 256 MiB BAR, trapped doorbells and 16 MSI-X vectors.
+func DefaultConfig() Config {
+	return Config{
+		VendorID:          abi.PCI_VENDOR_ID,
+		DeviceID:          abi.PCI_DEVICE_ID,
+		SubsystemVendorID: abi.PCI_SUBSYSTEM_VENDOR_ID,
+		SubsystemID:       abi.PCI_SUBSYSTEM_ID,
+		VRAMSize:          1 << 30,
+		VRAMWindow:        256 << 20,
+		Doorbells:         bars.DoorbellTrap,
+		MSIXVectors:       16,
+	}
+}
+
+// Device is the vgpu PCI function. It implements vfiouser.Device.
+type Device struct {
+	cfg       Config
+	log       *slog.Logger
+	config    *pcie.Config
+	regs      *bars.RegisterFile
+	vram      *bars.VRAM
+	doorbells *bars.Doorbells
+	mem       *dma.Space
+	irqs      *irq.Controller
+	info      vfiouser.DeviceInfo
+
+	scratch   [8]uint32
+	msixTable []byte // the table QEMU normally emulates; kept so trapped accesses behave
+	selftest  selfTest
+
+	stats counters
+}
+
+// counters are the device's diagnostic counts, read by Diagnostics.
+type counters struct {
+	resets, flrs         atomic.Uint64
+	barAccessWhileMemOff atomic.Uint64
+}
+
+var _ vfiouser.Device = (*Device)(nil)
+
+// New builds a device from cfg.
+func New(cfg Config) (*Device, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	d := &Device{cfg: cfg, log: cfg.Log}
+	var err error
+	if d.vram, err = bars.NewVRAM(cfg.VRAMSize, cfg.VRAMWindow); err != nil {
+		return nil, err
+	}
+	if d.doorbells, err = bars.NewDoorbells(cfg.Doorbells, abi.DOORBELL_SIZE, d.doorbellRang); err != nil {
+		d.vram.Close()
+		return nil, err
+	}
+	d.mem = dma.NewSpace(d.log.With("part", "dma"))
+	d.irqs = irq.New(cfg.MSIXVectors, d.log.With("part", "irq"))
+	d.msixTable = make([]byte, 16*cfg.MSIXVectors)
+	d.selftest.init(d)
+	if d.config, err = pcie.New(d.pciSpec(), pcie.Hooks{Command: d.commandChanged, FLR: d.flr}); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if d.regs, err = bars.NewRegisterFile(abi.REGS_SIZE, d.claims()...); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.resetMSIXTable()
+	d.info = d.deviceInfo()
+	return d, nil
+}
+
+func validate(cfg Config) error {
+	pow2 := func(v uint64) bool { return v != 0 && v&(v-1) == 0 }
+	switch {
+	case !pow2(cfg.VRAMWindow) || cfg.VRAMWindow < 1<<20:
+		return fmt.Errorf("device: BAR window %#x must be a power of two of at least 1 MiB", cfg.VRAMWindow)
+	case !pow2(cfg.VRAMSize) || cfg.VRAMSize < cfg.VRAMWindow:
+		return fmt.Errorf("device: VRAM size %#x must be a power of two no smaller than the BAR window %#x", cfg.VRAMSize, cfg.VRAMWindow)
+	case cfg.MSIXVectors < 1 || cfg.MSIXVectors > abi.REGS_MSIX_MAX_VECTORS:
+		return fmt.Errorf("device: %d MSI-X vectors, want 1..%d", cfg.MSIXVectors, abi.REGS_MSIX_MAX_VECTORS)
+	}
+	return nil
+}
+
+func (d *Device) pciSpec() pcie.Spec {
+	var s pcie.Spec
+	s.VendorID, s.DeviceID = d.cfg.VendorID, d.cfg.DeviceID
+	s.SubsystemVendorID, s.SubsystemID = d.cfg.SubsystemVendorID, d.cfg.SubsystemID
+	s.Revision = abi.PCI_REVISION
+	s.ClassCode = abi.PCI_CLASS_CODE
+	s.BARs[abi.BAR_VRAM] = pcie.BAR{Size: d.cfg.VRAMWindow, Mem64: true, Prefetchable: true}
+	s.BARs[abi.BAR_DOORBELL] = pcie.BAR{Size: abi.DOORBELL_SIZE, Mem64: true}
+	s.BARs[abi.BAR_REGS] = pcie.BAR{Size: abi.REGS_SIZE}
+	s.MSIX = pcie.MSIX{
+		Vectors:  d.cfg.MSIXVectors,
+		TableBAR: abi.BAR_REGS, TableOffset: abi.REGS_MSIX_TABLE_OFFSET,
+		PBABAR: abi.BAR_REGS, PBAOffset: abi.REGS_MSIX_PBA_OFFSET,
+	}
+	s.ResizableBAR = &pcie.ResizableBAR{BAR: abi.BAR_VRAM, Current: d.cfg.VRAMWindow, Max: d.cfg.VRAMSize}
+	return s
+}
+
+func (d *Device) deviceInfo() vfiouser.DeviceInfo {
+	rw := uint32(vfiouser.RegionFlagRead | vfiouser.RegionFlagWrite)
+	regions := make([]vfiouser.RegionInfo, numRegions)
+	regions[abi.BAR_VRAM] = vfiouser.RegionInfo{
+		Flags: rw | vfiouser.RegionFlagMmap, Size: d.vram.Window(), File: d.vram.File(),
+		Sparse: []vfiouser.SparseArea{{Offset: 0, Size: d.vram.Window()}},
+	}
+	regions[abi.BAR_DOORBELL] = vfiouser.RegionInfo{Flags: rw, Size: d.doorbells.Size()}
+	if f := d.doorbells.File(); f != nil {
+		regions[abi.BAR_DOORBELL].Flags |= vfiouser.RegionFlagMmap
+		regions[abi.BAR_DOORBELL].File = f
+		regions[abi.BAR_DOORBELL].Sparse = []vfiouser.SparseArea{{Offset: 0, Size: d.doorbells.Size()}}
+	}
+	regions[abi.BAR_REGS] = vfiouser.RegionInfo{Flags: rw, Size: uint64(d.regs.Size())}
+	regions[regionConfig] = vfiouser.RegionInfo{Flags: rw, Size: configSize}
+	irqs := make([]vfiouser.IRQInfo, numIRQs)
+	irqs[vfiouser.IRQIndexINTx] = vfiouser.IRQInfo{Flags: vfiouser.IRQInfoEventfd | vfiouser.IRQInfoMaskable | vfiouser.IRQInfoAutomasked, Count: 1}
+	irqs[vfiouser.IRQIndexMSI] = vfiouser.IRQInfo{Flags: vfiouser.IRQInfoEventfd, Count: 0}
+	// No NORESIZE: QEMU then adds vectors one at a time instead of tearing the whole set down
+	// and re-creating it each time the guest enables one more.
+	irqs[vfiouser.IRQIndexMSIX] = vfiouser.IRQInfo{Flags: vfiouser.IRQInfoEventfd, Count: uint32(d.cfg.MSIXVectors)}
+	irqs[vfiouser.IRQIndexErr] = vfiouser.IRQInfo{Flags: vfiouser.IRQInfoEventfd, Count: 1}
+	irqs[vfiouser.IRQIndexReq] = vfiouser.IRQInfo{Flags: vfiouser.IRQInfoEventfd, Count: 1}
+	return vfiouser.DeviceInfo{
+		Flags:   vfiouser.DeviceFlagReset | vfiouser.DeviceFlagPCI,
+		Regions: regions,
+		IRQs:    irqs,
+	}
+}
+
+// Info implements vfiouser.Device.
+func (d *Device) Info() vfiouser.DeviceInfo { return d.info }
+
+// RegionRead implements vfiouser.Device.
+func (d *Device) RegionRead(region uint32, off uint64, p []byte) error {
+	if region == regionConfig {
+		return d.config.Read(off, p)
+	}
+	if !d.barDecoded(region) {
+		for i := range p {
+			p[i] = 0xff // master abort: the function does not decode memory while MEM is off
+		}
+		return nil
+	}
+	switch region {
+	case abi.BAR_VRAM:
+		return d.vram.Read(off, p)
+	case abi.BAR_DOORBELL:
+		return d.doorbells.Read(off, p)
+	case abi.BAR_REGS:
+		if err := d.regs.Check(off, len(p)); err != nil {
+			return err
+		}
+		return d.regs.Read(off, p)
+	}
+	return fmt.Errorf("device: read of region %d, which has no storage: %w", region, syscall.EINVAL)
+}
+
+// RegionWrite implements vfiouser.Device.
+func (d *Device) RegionWrite(region uint32, off uint64, p []byte) error {
+	if region == regionConfig {
+		return d.config.Write(off, p)
+	}
+	if !d.barDecoded(region) {
+		return nil
+	}
+	switch region {
+	case abi.BAR_VRAM:
+		return d.vram.Write(off, p)
+	case abi.BAR_DOORBELL:
+		return d.doorbells.Write(off, p)
+	case abi.BAR_REGS:
+		if err := d.regs.Check(off, len(p)); err != nil {
+			return err
+		}
+		return d.regs.Write(off, p)
+	}
+	return fmt.Errorf("device: write to region %d, which has no storage: %w", region, syscall.EINVAL)
+}
+
+// barDecoded applies COMMAND.Memory Space to trapped BAR accesses, as hardware does.
+func (d *Device) barDecoded(region uint32) bool {
+	if region > abi.BAR_REGS || d.config.MemoryEnabled() {
+		return true
+	}
+	d.stats.barAccessWhileMemOff.Add(1)
+	return false
+}
+
+// DMAMap implements vfiouser.Device.
+func (d *Device) DMAMap(m vfiouser.DMAMapping) error {
+	return d.mem.Map(dma.Mapping{
+		IOVA: m.IOVA, Size: m.Size, Offset: m.Offset,
+		Read:  m.Flags&vfiouser.DMAFlagRead != 0,
+		Write: m.Flags&vfiouser.DMAFlagWrite != 0,
+		File:  m.File,
+	})
+}
+
+// DMAUnmap implements vfiouser.Device.
+func (d *Device) DMAUnmap(iova, size uint64, all bool) error {
+	if all {
+		d.mem.UnmapAll()
+		return nil
+	}
+	d.mem.Unmap(iova, size)
+	return nil
+}
+
+// SetIRQs implements vfiouser.Device.
+func (d *Device) SetIRQs(r vfiouser.SetIRQs) error {
+	return d.irqs.Set(irq.Request{Flags: r.Flags, Index: r.Index, Start: r.Start, Count: r.Count, Bools: r.Bools, Files: r.Files})
+}
+
+// Connected implements vfiouser.Device.
+func (d *Device) Connected(p vfiouser.Peer) {
+	d.mem.SetTransport(p)
+}
+
+// Disconnected implements vfiouser.Device: the client's mappings and eventfds die with it,
+// the device state stays for the next client.
+func (d *Device) Disconnected() {
+	d.mem.SetTransport(nil)
+	d.mem.UnmapAll()
+	d.irqs.Close()
+}
+
+// Reset implements vfiouser.Device (DEVICE_RESET). It is idempotent: QEMU sends it twice per
+// system_reset.
+func (d *Device) Reset() error {
+	d.stats.resets.Add(1)
+	d.log.Info("device reset", "reason", "DEVICE_RESET")
+	d.reset()
+	d.config.Reset()
+	d.mem.SetBusMaster(false)
+	return nil
+}
+
+// flr is pcie's hook for Initiate Function Level Reset; config space has already been reset.
+func (d *Device) flr() {
+	d.stats.flrs.Add(1)
+	d.log.Info("device reset", "reason", "FLR")
+	d.reset()
+	d.mem.SetBusMaster(false)
+}
+
+// reset returns everything but config space and DMA mappings to power-on state.
+func (d *Device) reset() {
+	d.selftest.reset()
+	d.doorbells.Reset()
+	d.scratch = [8]uint32{}
+	d.resetMSIXTable()
+	d.irqs.Reset()
+}
+
+func (d *Device) commandChanged(memory, busMaster bool) {
+	d.log.Debug("command register", "memory", memory, "bus_master", busMaster)
+	d.mem.SetBusMaster(busMaster)
+}
+
+func (d *Device) doorbellRang(index int, value uint64) {
+	d.log.Debug("doorbell", "index", index, "value", value)
+}
+
+// Close releases the device's memory. The device must not be served afterwards.
+func (d *Device) Close() error {
+	d.selftest.reset()
+	var errs []error
+	if d.irqs != nil {
+		d.irqs.Close()
+	}
+	if d.mem != nil {
+		d.mem.UnmapAll()
+	}
+	if d.doorbells != nil {
+		errs = append(errs, d.doorbells.Close())
+	}
+	if d.vram != nil {
+		errs = append(errs, d.vram.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,90 @@
+package device
+
+import (
+	"encoding/binary"
+
+	"vgpu/abi"
+	"vgpu/bars"
+)
+
+// claims hands each register block of abi.Blocks to its owner. A block without an owner here
+// is a construction error, so the register map and the device cannot drift apart.
+func (d *Device) claims() []bars.Claim {
+	owners := map[string]bars.Claim{
+		"ID":       {Read: d.readID},
+		"SCRATCH":  {Read: func(off uint32) uint32 { return d.scratch[off/4] }, Write: func(off, v uint32) { d.scratch[off/4] = v }},
+		"SELFTEST": {Read: d.selftest.read, Write: d.selftest.write},
+	}
+	var claims []bars.Claim
+	for _, b := range abi.Blocks {
+		c, ok := owners[b.Name]
+		if !ok {
+			// Leave Read/Write nil: NewRegisterFile still claims it, and the log says why
+			// accesses do nothing.
+			d.log.Warn("register block has no owner in this device", "block", b.Name)
+		}
+		c.Name, c.Offset, c.Size = b.Name, b.Base, b.Size
+		claims = append(claims, c)
+	}
+	return append(claims, bars.Claim{
+		Name: "MSIX", Offset: abi.REGS_MSIX_TABLE_OFFSET, Size: abi.REGS_SIZE - abi.REGS_MSIX_TABLE_OFFSET,
+		Read: d.readMSIXPage, Write: d.writeMSIXPage,
+	})
+}
+
+func (d *Device) readID(off uint32) uint32 {
+	switch off + abi.BLOCK_ID_BASE {
+	case abi.REG_ID_MAGIC:
+		return abi.ID_MAGIC_VALUE
+	case abi.REG_ID_VERSION:
+		return abi.ID_VERSION_MAJOR<<abi.REG_ID_VERSION__MAJOR__SHIFT | abi.ID_VERSION_MINOR
+	case abi.REG_ID_VRAM_SIZE_LO:
+		return uint32(d.cfg.VRAMSize)
+	case abi.REG_ID_VRAM_SIZE_HI:
+		return uint32(d.cfg.VRAMSize >> 32)
+	case abi.REG_ID_VRAM_WINDOW_LO:
+		return uint32(d.cfg.VRAMWindow)
+	case abi.REG_ID_VRAM_WINDOW_HI:
+		return uint32(d.cfg.VRAMWindow >> 32)
+	case abi.REG_ID_DOORBELL_MODE:
+		if d.cfg.Doorbells == bars.DoorbellPoll {
+			return abi.DOORBELL_MODE_POLL
+		}
+		return abi.DOORBELL_MODE_TRAP
+	case abi.REG_ID_MSIX_VECTORS:
+		return uint32(d.cfg.MSIXVectors)
+	case abi.REG_ID_DOORBELL_COUNT:
+		return uint32(d.doorbells.Count())
+	}
+	return 0
+}
+
+// The MSI-X page: QEMU emulates the table itself and never forwards table accesses, but it
+// forwards PBA reads; a trapped table access (another client) still gets table semantics.
+const msixPBAOffset = abi.REGS_MSIX_PBA_OFFSET - abi.REGS_MSIX_TABLE_OFFSET
+
+func (d *Device) readMSIXPage(off uint32) uint32 {
+	if off >= msixPBAOffset {
+		var b [4]byte
+		d.irqs.ReadPBA(uint64(off-msixPBAOffset), b[:])
+		return binary.LittleEndian.Uint32(b[:])
+	}
+	if int(off)+4 <= len(d.msixTable) {
+		return binary.LittleEndian.Uint32(d.msixTable[off:])
+	}
+	return 0
+}
+
+func (d *Device) writeMSIXPage(off, v uint32) {
+	if off < msixPBAOffset && int(off)+4 <= len(d.msixTable) {
+		binary.LittleEndian.PutUint32(d.msixTable[off:], v)
+	}
+}
+
+// resetMSIXTable puts the table in its power-on state: every vector masked.
+func (d *Device) resetMSIXTable() {
+	clear(d.msixTable)
+	for v := 0; v < len(d.msixTable)/16; v++ {
+		d.msixTable[16*v+12] = 1 // Vector Control: Mask Bit
+	}
+}
