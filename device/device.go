@@ -61,6 +61,10 @@ type Device struct {
 	irqs      *irq.Controller
 	info      vfiouser.DeviceInfo
 
+	// msixOn and intxOff mirror config space for engine goroutines: pcie.Config belongs to
+	// the worker, but an engine decides between MSI-X and INTx when its work completes.
+	msixOn, intxOff atomic.Bool
+
 	scratch   [8]uint32
 	msixTable []byte // the table QEMU normally emulates; kept so trapped accesses behave
 	selftest  selfTest
@@ -202,7 +206,9 @@ func (d *Device) RegionRead(region uint32, off uint64, p []byte) error {
 // RegionWrite implements vfiouser.Device.
 func (d *Device) RegionWrite(region uint32, off uint64, p []byte) error {
 	if region == regionConfig {
-		return d.config.Write(off, p)
+		err := d.config.Write(off, p)
+		d.snapshotConfig()
+		return err
 	}
 	if !d.barDecoded(region) {
 		return nil
@@ -275,8 +281,15 @@ func (d *Device) Reset() error {
 	d.log.Info("device reset", "reason", "DEVICE_RESET")
 	d.reset()
 	d.config.Reset()
+	d.snapshotConfig()
 	d.mem.SetBusMaster(false)
 	return nil
+}
+
+// snapshotConfig publishes the config-space bits engines need; called after every change.
+func (d *Device) snapshotConfig() {
+	d.msixOn.Store(d.config.MSIXEnabled())
+	d.intxOff.Store(d.config.INTxDisabled())
 }
 
 // flr is pcie's hook for Initiate Function Level Reset; config space has already been reset.

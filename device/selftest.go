@@ -88,7 +88,7 @@ func (s *selfTest) write(off, v uint32) {
 // raise delivers a self-test interrupt: MSI-X when the guest enabled it, else INTx.
 func (s *selfTest) raise(vector int) {
 	d := s.d
-	if d.config.MSIXEnabled() {
+	if d.msixOn.Load() {
 		if err := d.irqs.TriggerMSIX(vector); err != nil {
 			s.mu.Lock()
 			s.irqErrors++
@@ -97,7 +97,7 @@ func (s *selfTest) raise(vector int) {
 		}
 		return
 	}
-	if !d.config.INTxDisabled() {
+	if !d.intxOff.Load() {
 		d.irqs.AssertINTx()
 	}
 }

@@ -1,0 +1,429 @@
+package dma
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// MessageTransport reaches guest memory through the client (DMA_READ/DMA_WRITE messages).
+// vfiouser.Peer satisfies it. Calls block until the client answers; splitting into messages of
+// the negotiated size is the transport's job.
+type MessageTransport interface {
+	DMARead(iova uint64, p []byte) error
+	DMAWrite(iova uint64, p []byte) error
+}
+
+// Mapping is one DMA_MAP request, converted by the device layer from vfiouser.DMAMapping.
+type Mapping struct {
+	IOVA, Size  uint64
+	Offset      uint64 // where IOVA lies inside File
+	Read, Write bool   // DMA_MAP flags READ/WRITE
+	// File backs the mapping; nil means the client sent no fd and the memory is reached through
+	// the MessageTransport. Map takes ownership of it.
+	File *os.File
+}
+
+// Stats is a snapshot of a Space's counters.
+type Stats struct {
+	Mappings         int    // live mappings
+	MessageMappings  int    // of which served through messages (no fd, or fd not mmappable)
+	BackingFiles     int    // distinct backing files currently mmapped
+	BackingBytes     uint64 // total size of those mmaps
+	BytesViaMmap     uint64 // bytes copied through mmap since NewSpace
+	BytesViaMessages uint64 // bytes moved through DMA_READ/DMA_WRITE since NewSpace
+	Faults           uint64 // accesses that returned a *FaultError
+}
+
+// region is one live mapping: [iova, last] (inclusive, so a map may end at 2^64) at offset
+// inside back; back nil means message DMA.
+type region struct {
+	iova, last  uint64
+	offset      uint64
+	read, write bool
+	back        *backing
+}
+
+// Space is the device's view of guest memory. See the package documentation for the threading
+// and unmap contract.
+type Space struct {
+	log *slog.Logger
+
+	// mu: the write lock is held to change the table (Map, Unmap, UnmapAll, SetBusMaster,
+	// SetTransport); accesses hold the read lock while they copy through mmap, so taking the
+	// write lock waits for every such copy in flight.
+	mu        sync.RWMutex
+	regions   []*region // sorted by iova, non-overlapping
+	backings  map[fileKey]*backing
+	transport MessageTransport
+	busMaster bool
+
+	bytesMmap, bytesMsg, faults atomic.Uint64
+
+	// duringCopy, when set (tests only), runs under the read lock just before an access copies
+	// through mmap.
+	duringCopy func()
+}
+
+// NewSpace returns an empty Space with Bus Master off (the reset state of the COMMAND
+// register). A nil log discards.
+func NewSpace(log *slog.Logger) *Space {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Space{log: log, backings: make(map[fileKey]*backing)}
+}
+
+// lastByte returns the inclusive end of [start, start+size) for size > 0, and false when the
+// range runs past 2^64.
+func lastByte(start, size uint64) (uint64, bool) {
+	if size-1 > math.MaxUint64-start {
+		return 0, false
+	}
+	return start + (size - 1), true
+}
+
+// search returns the index of the first region whose last byte is >= addr.
+func (s *Space) search(addr uint64) int {
+	lo, hi := 0, len(s.regions)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.regions[mid].last < addr {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Map adds a mapping. It takes ownership of m.File on every path. A mapping over existing ones
+// replaces the overlapped parts (QEMU aborts the VM when a guest-RAM map fails, so overlap is
+// resolved rather than refused); an identical re-map is a no-op. An fd that cannot be mmapped
+// degrades to message DMA with a warning. Errors wrap syscall.EINVAL (zero size, range past
+// 2^64, Offset+Size beyond the file) or syscall.ENOSPC (ErrTooManyMappings).
+func (s *Space) Map(m Mapping) error {
+	f := m.File
+	fail := func(reason string, errno error) error {
+		if f != nil {
+			f.Close()
+		}
+		return fmt.Errorf("dma: map iova %#x size %#x offset %#x: %s: %w", m.IOVA, m.Size, m.Offset, reason, errno)
+	}
+	if m.Size == 0 {
+		return fail("zero size", syscall.EINVAL)
+	}
+	last, ok := lastByte(m.IOVA, m.Size)
+	if !ok {
+		return fail("range runs past 2^64", syscall.EINVAL)
+	}
+	var fi fileInfo
+	if f != nil {
+		var err error
+		fi, err = statFile(f)
+		if err != nil {
+			s.log.Warn("dma: backing fd unusable, serving the mapping through messages",
+				"iova", m.IOVA, "size", m.Size, "err", err)
+			f.Close()
+			f = nil
+		} else if m.Offset > uint64(fi.size) || m.Size > uint64(fi.size)-m.Offset {
+			return fail(fmt.Sprintf("offset+size beyond the file's %d bytes", fi.size), syscall.EINVAL)
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if s.identicalLocked(m, last, f, fi) {
+		if f != nil {
+			f.Close()
+		}
+		return nil
+	}
+	first, end, pieces := s.overlapLocked(m.IOVA, last)
+	if len(s.regions)-(end-first)+pieces+1 > MaxMappings {
+		return fail("table full", ErrTooManyMappings)
+	}
+	nr := &region{iova: m.IOVA, last: last, offset: m.Offset, read: m.Read, write: m.Write}
+	if f != nil {
+		// Acquire before removing the overlapped regions so a re-map of the same file never
+		// drops the backing's refcount to zero in between.
+		nr.back = s.acquire(fi, f, m.Offset+m.Size, m.Write)
+	}
+	if n := s.removeLocked(m.IOVA, last); n > 0 {
+		s.log.Info("dma: map replaced overlapping mappings",
+			"iova", m.IOVA, "size", m.Size, "replaced", n)
+	}
+	s.regions = slices.Insert(s.regions, s.search(m.IOVA), nr)
+	return nil
+}
+
+// identicalLocked reports whether m exactly matches a live mapping (same range, offset,
+// permissions and backing file, or both message-served).
+func (s *Space) identicalLocked(m Mapping, last uint64, f *os.File, fi fileInfo) bool {
+	i := s.search(m.IOVA)
+	if i == len(s.regions) {
+		return false
+	}
+	r := s.regions[i]
+	if r.iova != m.IOVA || r.last != last || r.offset != m.Offset || r.read != m.Read || r.write != m.Write {
+		return false
+	}
+	if f == nil {
+		return r.back == nil
+	}
+	return r.back != nil && r.back.key == fi.key
+}
+
+// overlapLocked returns the index range [first, end) of regions that intersect [lo, hi] and how
+// many pieces of them would survive removing [lo, hi] (0, 1 or 2).
+func (s *Space) overlapLocked(lo, hi uint64) (first, end, pieces int) {
+	first = s.search(lo)
+	end = first
+	for end < len(s.regions) && s.regions[end].iova <= hi {
+		end++
+	}
+	if end > first {
+		if s.regions[first].iova < lo {
+			pieces++
+		}
+		if s.regions[end-1].last > hi {
+			pieces++
+		}
+	}
+	return first, end, pieces
+}
+
+// removeLocked removes [lo, hi] from the table, trimming or splitting mappings that straddle
+// its edges, and returns how many mappings it removed or cut.
+func (s *Space) removeLocked(lo, hi uint64) int {
+	first, end, _ := s.overlapLocked(lo, hi)
+	if end == first {
+		return 0
+	}
+	var keep []*region
+	if r := s.regions[first]; r.iova < lo {
+		left := *r
+		left.last = lo - 1
+		keep = append(keep, &left)
+	}
+	if r := s.regions[end-1]; r.last > hi {
+		right := *r
+		right.iova = hi + 1
+		right.offset = r.offset + (hi + 1 - r.iova)
+		if len(s.regions)-(end-first)+len(keep)+1 > MaxMappings {
+			// Splitting one mapping in two would exceed the bound. An unmap must never fail,
+			// so give up the right-hand remainder: accesses there fault instead.
+			s.log.Error("dma: mapping table full, dropping the remainder of a split mapping",
+				"iova", right.iova, "last", right.last)
+		} else {
+			keep = append(keep, &right)
+		}
+	}
+	// Take the pieces' references before dropping the old regions' ones.
+	for _, r := range keep {
+		if r.back != nil {
+			r.back.refs++
+		}
+	}
+	for _, r := range s.regions[first:end] {
+		s.release(r.back)
+	}
+	s.regions = slices.Replace(s.regions, first, end, keep...)
+	return end - first
+}
+
+// Unmap removes every mapping inside [iova, iova+size), trimming or splitting those that
+// straddle the edges; a size that runs past 2^64 means "to the end", and a range that matches
+// nothing is fine (QEMU's vIOMMU unmap storms). It returns how many mappings were removed or
+// cut, and only once no access through mmap is in flight.
+func (s *Space) Unmap(iova, size uint64) (removed int) {
+	if size == 0 {
+		return 0
+	}
+	last, ok := lastByte(iova, size)
+	if !ok {
+		last = math.MaxUint64
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removeLocked(iova, last)
+}
+
+// UnmapAll drops every mapping (DMA_UNMAP with the ALL flag, or client disconnect) and with
+// them every backing mmap and descriptor.
+func (s *Space) UnmapAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.regions {
+		s.release(r.back)
+	}
+	s.regions = nil
+}
+
+// SetTransport sets the client used for message DMA; nil on disconnect.
+func (s *Space) SetTransport(t MessageTransport) {
+	s.mu.Lock()
+	s.transport = t
+	s.mu.Unlock()
+}
+
+// SetBusMaster follows the COMMAND register's Bus Master Enable bit. Turning it off waits for
+// accesses through mmap in flight, like Unmap.
+func (s *Space) SetBusMaster(on bool) {
+	s.mu.Lock()
+	s.busMaster = on
+	s.mu.Unlock()
+}
+
+// Read copies guest memory at iova into p. Failures are *FaultError.
+func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false) }
+
+// Write copies p into guest memory at iova. Failures are *FaultError. A fault in the backing
+// memory itself (the client truncated the file) may leave an access spanning several mappings
+// partly done; every other failure is detected before any byte moves.
+func (s *Space) Write(iova uint64, p []byte) error { return s.access(iova, p, true) }
+
+// msgSeg is a piece of an access served through messages: IOVA and the matching slice bounds.
+type msgSeg struct {
+	iova     uint64
+	from, to int
+}
+
+func (s *Space) access(iova uint64, p []byte, write bool) error {
+	if len(p) > MaxAccess {
+		return s.fault(iova, p, write, iova, fmt.Sprintf("longer than %d bytes", MaxAccess), ErrTooLarge)
+	}
+	s.mu.RLock()
+	if !s.busMaster {
+		s.mu.RUnlock()
+		return s.fault(iova, p, write, iova, "Bus Master Enable is clear", ErrBusMasterOff)
+	}
+	if len(p) == 0 {
+		s.mu.RUnlock()
+		return nil
+	}
+	last, ok := lastByte(iova, uint64(len(p)))
+	if !ok {
+		s.mu.RUnlock()
+		return s.fault(iova, p, write, iova, "access runs past 2^64", ErrUnmapped)
+	}
+
+	// Pass 1: the whole access must be covered, with the right permission, before any byte
+	// moves.
+	first := s.search(iova)
+	i, addr, viaMsg := first, iova, false
+	for {
+		if i == len(s.regions) || s.regions[i].iova > addr {
+			s.mu.RUnlock()
+			return s.fault(iova, p, write, addr, "no mapping", ErrUnmapped)
+		}
+		r := s.regions[i]
+		if write && !r.write {
+			s.mu.RUnlock()
+			return s.fault(iova, p, write, addr, "mapping is not writable", ErrPermission)
+		}
+		if !write && !r.read {
+			s.mu.RUnlock()
+			return s.fault(iova, p, write, addr, "mapping is not readable", ErrPermission)
+		}
+		viaMsg = viaMsg || r.back == nil
+		if r.last >= last {
+			break
+		}
+		addr = r.last + 1
+		i++
+	}
+
+	// Pass 2: copy the mmapped pieces under the read lock; note the message pieces.
+	var segs []msgSeg
+	if s.duringCopy != nil {
+		s.duringCopy()
+	}
+	addr = iova
+	for k := first; k <= i; k++ {
+		r := s.regions[k]
+		end := min(r.last, last)
+		from, to := int(addr-iova), int(end-iova)+1
+		if r.back == nil {
+			if n := len(segs); n > 0 && segs[n-1].to == from {
+				segs[n-1].to = to
+			} else {
+				segs = append(segs, msgSeg{iova: addr, from: from, to: to})
+			}
+		} else {
+			off := r.offset + (addr - r.iova)
+			mem := r.back.mem[off : off+uint64(to-from)]
+			var err error
+			if write {
+				err = copyMapped(mem, p[from:to])
+			} else {
+				err = copyMapped(p[from:to], mem)
+			}
+			if err != nil {
+				s.mu.RUnlock()
+				return s.fault(iova, p, write, addr, "backing file shrank under the mapping", ErrUnmapped)
+			}
+			s.bytesMmap.Add(uint64(to - from))
+		}
+		addr = end + 1 // wraps only after the last piece
+	}
+	t := s.transport
+	s.mu.RUnlock()
+	if !viaMsg {
+		return nil
+	}
+
+	// Message DMA runs without the lock: the client serves DMA_READ/WRITE from its main loop,
+	// which may be blocked waiting for our reply to a DMA_UNMAP that needs the write lock.
+	if t == nil {
+		return s.fault(iova, p, write, segs[0].iova, "mapping has no fd and no client is connected", ErrNoTransport)
+	}
+	for _, g := range segs {
+		var err error
+		if write {
+			err = t.DMAWrite(g.iova, p[g.from:g.to])
+		} else {
+			err = t.DMARead(g.iova, p[g.from:g.to])
+		}
+		if err != nil {
+			return s.fault(iova, p, write, g.iova, "message DMA failed", err)
+		}
+		s.bytesMsg.Add(uint64(g.to - g.from))
+	}
+	return nil
+}
+
+func (s *Space) fault(iova uint64, p []byte, write bool, at uint64, reason string, err error) error {
+	s.faults.Add(1)
+	fe := &FaultError{IOVA: iova, Len: len(p), Write: write, At: at, Reason: reason, Err: err}
+	s.log.Debug("dma: fault", "err", fe)
+	return fe
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Space) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := Stats{
+		Mappings:         len(s.regions),
+		BackingFiles:     len(s.backings),
+		BytesViaMmap:     s.bytesMmap.Load(),
+		BytesViaMessages: s.bytesMsg.Load(),
+		Faults:           s.faults.Load(),
+	}
+	for _, r := range s.regions {
+		if r.back == nil {
+			st.MessageMappings++
+		}
+	}
+	for _, b := range s.backings {
+		st.BackingBytes += uint64(len(b.mem))
+	}
+	return st
+}

@@ -1,0 +1,701 @@
+package irq
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"reflect"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const nVectors = 16
+
+// testFd is an eventfd handed to the controller (give) plus the test's own dup of it (peek),
+// which shares the counter and stays open after the controller closes its copy.
+type testFd struct {
+	give, peek *os.File
+}
+
+// env is one scenario: a controller and named eventfds.
+type env struct {
+	t   *testing.T
+	c   *Controller
+	fds map[string]testFd
+}
+
+func newEnv(t *testing.T, vectors int) *env {
+	e := &env{t: t, c: New(vectors, nil), fds: map[string]testFd{}}
+	t.Cleanup(e.c.Close)
+	return e
+}
+
+func newTestEventfd(t *testing.T) testFd {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatalf("eventfd: %v", err)
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("dup: %v", err)
+	}
+	tf := testFd{give: os.NewFile(uintptr(fd), "give"), peek: os.NewFile(uintptr(dup), "peek")}
+	t.Cleanup(func() { tf.peek.Close() })
+	return tf
+}
+
+// fd creates a fresh eventfd under name and returns the file to hand to the controller.
+func (e *env) fd(name string) *os.File {
+	tf := newTestEventfd(e.t)
+	e.fds[name] = tf
+	return tf.give
+}
+
+// take reads and resets name's counter (0 when nothing was signalled).
+func (e *env) take(name string) uint64 {
+	e.t.Helper()
+	return readCounter(e.t, e.fds[name].peek)
+}
+
+func readCounter(t *testing.T, f *os.File) uint64 {
+	t.Helper()
+	var buf [8]byte
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var rerr error
+	rc.Control(func(fd uintptr) { n, rerr = unix.Read(int(fd), buf[:]) })
+	if rerr == unix.EAGAIN {
+		return 0
+	}
+	if rerr != nil || n != 8 {
+		t.Fatalf("read eventfd: n=%d err=%v", n, rerr)
+	}
+	return binary.LittleEndian.Uint64(buf[:])
+}
+
+// step is one action or check of a scenario.
+type step func(e *env)
+
+func set(flags, index, start, count uint32, names ...string) step {
+	return func(e *env) {
+		e.t.Helper()
+		r := Request{Flags: flags, Index: index, Start: start, Count: count}
+		for _, n := range names {
+			if n == "-" {
+				r.Files = append(r.Files, nil)
+			} else {
+				r.Files = append(r.Files, e.fd(n))
+			}
+		}
+		if err := e.c.Set(r); err != nil {
+			e.t.Fatalf("Set(%+v): %v", r, err)
+		}
+	}
+}
+
+func setBools(flags, index, start uint32, bools ...bool) step {
+	return func(e *env) {
+		e.t.Helper()
+		r := Request{Flags: flags, Index: index, Start: start, Count: uint32(len(bools)), Bools: bools}
+		if err := e.c.Set(r); err != nil {
+			e.t.Fatalf("Set(%+v): %v", r, err)
+		}
+	}
+}
+
+func trigger(vs ...int) step {
+	return func(e *env) {
+		e.t.Helper()
+		for _, v := range vs {
+			if err := e.c.TriggerMSIX(v); err != nil {
+				e.t.Fatalf("TriggerMSIX(%d): %v", v, err)
+			}
+		}
+	}
+}
+
+// signals checks how often each named eventfd was signalled since the last check.
+func signals(want map[string]uint64) step {
+	return func(e *env) {
+		e.t.Helper()
+		for name, w := range want {
+			if got := e.take(name); got != w {
+				e.t.Errorf("eventfd %q: unexpected signal count: got %d, want %d", name, got, w)
+			}
+		}
+	}
+}
+
+// eventually waits for name to be signalled (asynchronous delivery from the resample goroutine).
+func eventually(name string, want uint64) step {
+	return func(e *env) {
+		e.t.Helper()
+		var got uint64
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if got += e.take(name); got >= want {
+				break
+			}
+		}
+		if got != want {
+			e.t.Errorf("eventfd %q: unexpected signal count: got %d, want %d", name, got, want)
+		}
+	}
+}
+
+func pending(vs ...int) step {
+	return func(e *env) {
+		e.t.Helper()
+		want := make([]byte, (nVectors+63)/64*8)
+		for _, v := range vs {
+			want[v/8] |= 1 << (v % 8)
+		}
+		got := make([]byte, len(want))
+		e.c.ReadPBA(0, got)
+		if !reflect.DeepEqual(got, want) {
+			e.t.Errorf("unexpected PBA (-want +got):\n-%08b\n+%08b", want, got)
+		}
+		if st := e.c.Stats(); st.Pending != len(vs) {
+			e.t.Errorf("unexpected Stats().Pending: got %d, want %d", st.Pending, len(vs))
+		}
+	}
+}
+
+func closed(names ...string) step {
+	return func(e *env) {
+		e.t.Helper()
+		for _, n := range names {
+			if !isClosed(e.fds[n].give) {
+				e.t.Errorf("eventfd %q was not closed", n)
+			}
+		}
+	}
+}
+
+func open(names ...string) step {
+	return func(e *env) {
+		e.t.Helper()
+		for _, n := range names {
+			if isClosed(e.fds[n].give) {
+				e.t.Errorf("eventfd %q was closed", n)
+			}
+		}
+	}
+}
+
+func do(f func(c *Controller)) step { return func(e *env) { f(e.c) } }
+
+// kick signals the test side of name, as KVM does with the resample eventfd.
+func kick(name string) step {
+	return func(e *env) {
+		e.t.Helper()
+		if _, err := e.fds[name].peek.Write(one[:]); err != nil {
+			e.t.Fatalf("signal %q: %v", name, err)
+		}
+	}
+}
+
+func quiet(name string) step {
+	return func(e *env) {
+		e.t.Helper()
+		time.Sleep(30 * time.Millisecond)
+		if got := e.take(name); got != 0 {
+			e.t.Errorf("eventfd %q: unexpected %d signals", name, got)
+		}
+	}
+}
+
+func isClosed(f *os.File) bool {
+	_, err := f.Stat()
+	return errors.Is(err, os.ErrClosed)
+}
+
+const (
+	assignFds = DataEventfd | ActionTrigger // 0x24
+	disable   = DataNone | ActionTrigger    // 0x21 with count 0; loopback with count > 0
+	maskNone  = DataNone | ActionMask       // 0x09
+	unmaskNo  = DataNone | ActionUnmask     // 0x11
+	resample  = DataEventfd | ActionUnmask  // 0x14
+)
+
+func TestMSIX(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"assign and trigger", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			trigger(0), signals(map[string]uint64{"a": 1}),
+			trigger(0, 0), signals(map[string]uint64{"a": 2}),
+			pending(),
+		}},
+		{"assign a block, trigger one", []step{
+			set(assignFds, IndexMSIX, 4, 3, "a", "b", "c"),
+			trigger(6), signals(map[string]uint64{"a": 0, "b": 0, "c": 1}),
+		}},
+		{"QEMU NORESIZE re-creation", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			set(disable, IndexMSIX, 0, 0),
+			closed("a"),
+			trigger(0), pending(0),
+			set(assignFds, IndexMSIX, 0, 3, "x", "y", "z"),
+			signals(map[string]uint64{"a": 0, "x": 1, "y": 0}), pending(),
+		}},
+		{"QEMU resizable enable: count 1 with no fd", []step{
+			set(assignFds, IndexMSIX, 0, 1),
+			trigger(0), pending(0),
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"de-assign with zero fds", []step{
+			set(assignFds, IndexMSIX, 0, 2, "a", "b"),
+			set(assignFds, IndexMSIX, 0, 2),
+			closed("a", "b"),
+			trigger(1), signals(map[string]uint64{"b": 0}), pending(1),
+		}},
+		{"fewer fds than count de-assigns the rest", []step{
+			set(assignFds, IndexMSIX, 0, 3, "a", "b", "c"),
+			set(assignFds, IndexMSIX, 0, 3, "n"),
+			closed("a", "b", "c"),
+			trigger(0, 1, 2), signals(map[string]uint64{"n": 1}), pending(1, 2),
+		}},
+		{"nil entry de-assigns one vector", []step{
+			set(assignFds, IndexMSIX, 0, 3, "a", "b", "c"),
+			set(assignFds, IndexMSIX, 0, 3, "a2", "-", "c2"),
+			closed("a", "b", "c"),
+			trigger(0, 1, 2), signals(map[string]uint64{"a2": 1, "c2": 1}), pending(1),
+		}},
+		{"swap (QEMU masking) signals only the new fd", []step{
+			set(assignFds, IndexMSIX, 3, 1, "kvm"),
+			set(assignFds, IndexMSIX, 3, 1, "qemu"),
+			closed("kvm"), open("qemu"),
+			trigger(3), signals(map[string]uint64{"kvm": 0, "qemu": 1}),
+		}},
+		{"mask, pending, unmask delivers", []step{
+			set(assignFds, IndexMSIX, 0, 2, "a", "b"),
+			set(maskNone, IndexMSIX, 0, 1),
+			trigger(0, 0, 1), signals(map[string]uint64{"a": 0, "b": 1}), pending(0),
+			set(unmaskNo, IndexMSIX, 0, 1),
+			signals(map[string]uint64{"a": 1}), pending(),
+			trigger(0), signals(map[string]uint64{"a": 1}),
+		}},
+		{"mask by bool", []step{
+			set(assignFds, IndexMSIX, 0, 2, "a", "b"),
+			setBools(DataBool|ActionMask, IndexMSIX, 0, true, false),
+			trigger(0, 1), signals(map[string]uint64{"a": 0, "b": 1}), pending(0),
+			setBools(DataBool|ActionUnmask, IndexMSIX, 0, false, true),
+			pending(0),
+			setBools(DataBool|ActionUnmask, IndexMSIX, 0, true, false),
+			signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"masked vector stays pending when it gets an fd", []step{
+			set(maskNone, IndexMSIX, 5, 1),
+			trigger(5),
+			set(assignFds, IndexMSIX, 5, 1, "a"),
+			signals(map[string]uint64{"a": 0}), pending(5),
+			set(unmaskNo, IndexMSIX, 5, 1),
+			signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"disable keeps masks and pending bits", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			set(maskNone, IndexMSIX, 0, 1), trigger(0),
+			set(disable, IndexMSIX, 0, 0),
+			set(assignFds, IndexMSIX, 0, 1, "b"),
+			pending(0), signals(map[string]uint64{"b": 0}),
+		}},
+		{"loopback trigger by DATA_NONE and DATA_BOOL", []step{
+			set(assignFds, IndexMSIX, 0, 3, "a", "b", "c"),
+			set(disable, IndexMSIX, 1, 2),
+			signals(map[string]uint64{"a": 0, "b": 1, "c": 1}),
+			setBools(DataBool|ActionTrigger, IndexMSIX, 0, false, true, false),
+			signals(map[string]uint64{"a": 0, "b": 1, "c": 0}),
+			setBools(DataBool|ActionTrigger, IndexMSIX, 15, true), pending(15),
+		}},
+		{"reset clears pending and masks, keeps fds", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			set(maskNone, IndexMSIX, 0, 1), trigger(0, 7), pending(0, 7),
+			do((*Controller).Reset), pending(),
+			trigger(0), signals(map[string]uint64{"a": 1}), open("a"),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nVectors)
+			for _, s := range tc.steps {
+				s(e)
+			}
+		})
+	}
+}
+
+func TestTriggerMSIXOutOfRange(t *testing.T) {
+	c := New(nVectors, nil)
+	for _, v := range []int{-1, nVectors, math.MaxInt} {
+		if err := c.TriggerMSIX(v); !errors.Is(err, ErrNoVector) {
+			t.Errorf("TriggerMSIX(%d): got %v, want ErrNoVector", v, err)
+		}
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	tests := []struct {
+		name  string
+		req   Request
+		files int
+	}{
+		{"MSI has no vectors", Request{Flags: assignFds, Index: IndexMSI, Count: 1}, 1},
+		{"MSI disable", Request{Flags: disable, Index: IndexMSI}, 0},
+		{"no such index", Request{Flags: assignFds, Index: 5, Count: 1}, 1},
+		{"MSI-X range past the table", Request{Flags: assignFds, Index: IndexMSIX, Start: nVectors - 1, Count: 2}, 2},
+		{"MSI-X start past the table", Request{Flags: assignFds, Index: IndexMSIX, Start: nVectors, Count: 0}, 0},
+		{"start+count overflows", Request{Flags: assignFds, Index: IndexMSIX, Start: math.MaxUint32, Count: 2}, 1},
+		{"two data types", Request{Flags: DataEventfd | DataNone | ActionTrigger, Index: IndexMSIX, Count: 1}, 1},
+		{"two actions", Request{Flags: DataEventfd | ActionTrigger | ActionUnmask, Index: IndexINTx, Count: 1}, 1},
+		{"no action", Request{Flags: DataEventfd, Index: IndexMSIX, Count: 1}, 1},
+		{"unknown flag bit", Request{Flags: assignFds | 1<<6, Index: IndexMSIX, Count: 1}, 1},
+		{"MASK with EVENTFD on MSI-X", Request{Flags: DataEventfd | ActionMask, Index: IndexMSIX, Count: 1}, 1},
+		{"UNMASK with EVENTFD on MSI-X", Request{Flags: resample, Index: IndexMSIX, Count: 1}, 1},
+		{"MASK with EVENTFD on INTx", Request{Flags: DataEventfd | ActionMask, Index: IndexINTx, Count: 1}, 1},
+		{"more fds than count", Request{Flags: assignFds, Index: IndexMSIX, Count: 1}, 2},
+		{"fds with DATA_NONE", Request{Flags: disable, Index: IndexMSIX, Count: 1}, 1},
+		{"bools count mismatch", Request{Flags: DataBool | ActionTrigger, Index: IndexMSIX, Count: 2, Bools: []bool{true}}, 0},
+		{"bools without DATA_BOOL", Request{Flags: disable, Index: IndexMSIX, Count: 1, Bools: []bool{true}}, 0},
+		{"INTx eventfd with count 0", Request{Flags: assignFds, Index: IndexINTx, Count: 0}, 0},
+		{"INTx count 2", Request{Flags: assignFds, Index: IndexINTx, Count: 2}, 2},
+		{"ERR mask", Request{Flags: maskNone, Index: IndexErr, Count: 1}, 0},
+		{"REQ unmask eventfd", Request{Flags: resample, Index: IndexReq, Count: 1}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nVectors)
+			// Prior state that a refused request must not disturb.
+			set(assignFds, IndexMSIX, 0, 1, "keep")(e)
+			set(assignFds, IndexINTx, 0, 1, "intx")(e)
+			req := tc.req
+			var names []string
+			for i := 0; i < tc.files; i++ {
+				name := string(rune('a' + i))
+				names = append(names, name)
+				req.Files = append(req.Files, e.fd(name))
+			}
+			err := e.c.Set(req)
+			if !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("unexpected error: got %v, want EINVAL", err)
+			}
+			closed(names...)(e)
+			open("keep", "intx")(e)
+			trigger(0)(e)
+			signals(map[string]uint64{"keep": 1})(e)
+		})
+	}
+}
+
+func TestINTx(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"level: signal on the rising edge only", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 1}),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 0}),
+			do((*Controller).DeassertINTx), signals(map[string]uint64{"t": 0}),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 1}),
+		}},
+		{"resample re-asserts while the line is high", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(resample, IndexINTx, 0, 1, "r"),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 1}),
+			kick("r"), eventually("t", 1),
+			kick("r"), eventually("t", 1),
+			do((*Controller).DeassertINTx),
+			kick("r"), quiet("t"),
+		}},
+		{"replacing the resample fd closes the old one", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(resample, IndexINTx, 0, 1, "r1"),
+			set(resample, IndexINTx, 0, 1, "r2"),
+			closed("r1", "r2"), // the controller keeps only a non-blocking dup of r2
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 1}),
+			kick("r1"), quiet("t"),
+			kick("r2"), eventually("t", 1),
+			set(resample, IndexINTx, 0, 1),
+			kick("r2"), quiet("t"),
+		}},
+		{"mask and unmask commands", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(maskNone, IndexINTx, 0, 1),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 0}),
+			set(unmaskNo, IndexINTx, 0, 1), signals(map[string]uint64{"t": 1}),
+			set(unmaskNo, IndexINTx, 0, 1), signals(map[string]uint64{"t": 1}),
+			do((*Controller).DeassertINTx),
+			set(unmaskNo, IndexINTx, 0, 1), signals(map[string]uint64{"t": 0}),
+		}},
+		{"masked line ignores resample", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(resample, IndexINTx, 0, 1, "r"),
+			do((*Controller).AssertINTx), signals(map[string]uint64{"t": 1}),
+			setBools(DataBool|ActionMask, IndexINTx, 0, true),
+			kick("r"), quiet("t"),
+		}},
+		{"assigning a trigger fd while asserted signals it", []step{
+			do((*Controller).AssertINTx),
+			set(assignFds, IndexINTx, 0, 1, "t"), signals(map[string]uint64{"t": 1}),
+		}},
+		{"loopback trigger", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(disable, IndexINTx, 0, 1), signals(map[string]uint64{"t": 1}),
+			setBools(DataBool|ActionTrigger, IndexINTx, 0, false), signals(map[string]uint64{"t": 0}),
+		}},
+		{"QEMU teardown before MSI-X closes trigger and resample", []step{
+			set(assignFds, IndexINTx, 0, 1, "t"),
+			set(resample, IndexINTx, 0, 1, "r"),
+			set(maskNone, IndexINTx, 0, 1),
+			set(unmaskNo, IndexINTx, 0, 1),
+			set(disable, IndexINTx, 0, 0),
+			closed("t", "r"),
+			do((*Controller).AssertINTx), kick("r"), quiet("t"),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nVectors)
+			for _, s := range tc.steps {
+				s(e)
+			}
+		})
+	}
+}
+
+func TestErrAndReq(t *testing.T) {
+	e := newEnv(t, nVectors)
+	e.c.RaiseError()
+	if st := e.c.Stats(); st.Dropped != 1 || st.ErrSignals != 0 {
+		t.Errorf("RaiseError without an eventfd: unexpected Stats %+v", st)
+	}
+	set(assignFds, IndexErr, 0, 1, "err")(e)
+	set(assignFds, IndexReq, 0, 1, "req")(e)
+	e.c.RaiseError()
+	signals(map[string]uint64{"err": 1, "req": 0})(e)
+	set(disable, IndexErr, 0, 1)(e) // loopback
+	set(disable, IndexReq, 0, 1)(e)
+	signals(map[string]uint64{"err": 1, "req": 1})(e)
+	set(assignFds, IndexErr, 0, 1, "err2")(e)
+	closed("err")(e)
+	e.c.RaiseError()
+	signals(map[string]uint64{"err": 0, "err2": 1})(e)
+	set(disable, IndexErr, 0, 0)(e)
+	closed("err2")(e)
+	if st := e.c.Stats(); st.ErrSignals != 3 {
+		t.Errorf("unexpected ErrSignals: %d", st.ErrSignals)
+	}
+}
+
+func fdCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func TestCloseClosesEverything(t *testing.T) {
+	e := newEnv(t, nVectors)
+	baseline := fdCount(t)
+	set(assignFds, IndexMSIX, 0, 4, "v0", "v1", "v2", "v3")(e)
+	set(assignFds, IndexINTx, 0, 1, "t")(e)
+	set(resample, IndexINTx, 0, 1, "r")(e)
+	set(assignFds, IndexErr, 0, 1, "err")(e)
+	set(assignFds, IndexReq, 0, 1, "req")(e)
+	// 8 eventfds, each with a test-side dup, one of them re-dup'ed by the controller and the
+	// original closed: 16 fds.
+	if got := fdCount(t) - baseline; got != 16 {
+		t.Errorf("unexpected fd count before Close: %d over baseline, want 16", got)
+	}
+	e.c.Close()
+	closed("v0", "v1", "v2", "v3", "t", "r", "err", "req")(e)
+	if got := fdCount(t) - baseline; got != 8 {
+		t.Errorf("unexpected fd count after Close: %d over baseline, want the 8 test dups", got)
+	}
+	// Device state survives; the controller stays usable.
+	trigger(1)(e)
+	pending(1)(e)
+	set(assignFds, IndexMSIX, 1, 1, "again")(e)
+	signals(map[string]uint64{"again": 1})(e)
+}
+
+func TestPBALayout(t *testing.T) {
+	c := New(70, nil)
+	for _, v := range []int{0, 9, 63, 64, 69} {
+		c.TriggerMSIX(v) // no eventfds: all pend
+	}
+	tests := []struct {
+		off  uint64
+		n    int
+		want []byte
+	}{
+		{0, 16, []byte{0x01, 0x02, 0, 0, 0, 0, 0, 0x80, 0x21, 0, 0, 0, 0, 0, 0, 0}},
+		{8, 8, []byte{0x21, 0, 0, 0, 0, 0, 0, 0}},
+		{7, 2, []byte{0x80, 0x21}},
+		{16, 8, make([]byte, 8)},
+		{math.MaxUint64 - 3, 8, make([]byte, 8)},
+	}
+	for _, tc := range tests {
+		got := make([]byte, tc.n)
+		for i := range got {
+			got[i] = 0xee
+		}
+		c.ReadPBA(tc.off, got)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ReadPBA(%#x, %d): unexpected bytes (-want +got):\n-%x\n+%x", tc.off, tc.n, tc.want, got)
+		}
+	}
+}
+
+func TestEventfdFullAndBroken(t *testing.T) {
+	e := newEnv(t, nVectors)
+	set(assignFds, IndexMSIX, 0, 1, "full")(e)
+	// Fill the counter to its maximum: the next write would block (EAGAIN).
+	var max [8]byte
+	binary.LittleEndian.PutUint64(max[:], math.MaxUint64-1)
+	if _, err := e.fds["full"].peek.Write(max[:]); err != nil {
+		t.Fatal(err)
+	}
+	trigger(0)(e)
+	if st := e.c.Stats(); st.Delivered[0] != 1 || st.Dropped != 0 {
+		t.Errorf("full counter: unexpected Stats %+v", st)
+	}
+	// A descriptor that cannot be written (the read end of a pipe) drops the interrupt.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := e.c.Set(Request{Flags: assignFds, Index: IndexMSIX, Start: 1, Count: 1, Files: []*os.File{r}}); err != nil {
+		t.Fatal(err)
+	}
+	trigger(1, 1)(e)
+	if st := e.c.Stats(); st.Delivered[1] != 0 || st.Dropped != 2 || st.Pending != 0 {
+		t.Errorf("broken fd: unexpected Stats %+v", st)
+	}
+}
+
+func TestNewBounds(t *testing.T) {
+	for _, n := range []int{0, -1, MaxMSIXVectors + 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(%d) did not panic", n)
+				}
+			}()
+			New(n, nil)
+		}()
+	}
+	if c := New(MaxMSIXVectors, nil); len(c.Stats().Delivered) != MaxMSIXVectors {
+		t.Errorf("New(%d): wrong vector count", MaxMSIXVectors)
+	}
+}
+
+// TestConcurrent runs triggers from several goroutines while the "server worker" swaps
+// eventfds, masks and disables, as QEMU does while the guest reprograms MSI-X. Run with -race.
+// Invariant: every signal counted in Stats reached some eventfd.
+func TestConcurrent(t *testing.T) {
+	e := newEnv(t, nVectors)
+	var (
+		mu    sync.Mutex
+		peeks []*os.File
+	)
+	newFds := func(n int) []*os.File {
+		var give []*os.File
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 0; i < n; i++ {
+			tf := newTestEventfd(t)
+			give = append(give, tf.give)
+			peeks = append(peeks, tf.peek)
+		}
+		return give
+	}
+	if err := e.c.Set(Request{Flags: assignFds, Index: IndexMSIX, Count: nVectors, Files: newFds(nVectors)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Set(Request{Flags: assignFds, Index: IndexINTx, Count: 1, Files: newFds(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Set(Request{Flags: resample, Index: IndexINTx, Count: 1, Files: newFds(1)}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				e.c.TriggerMSIX(i % nVectors)
+				if i%7 == 0 {
+					e.c.AssertINTx()
+					e.c.DeassertINTx()
+				}
+				if i%13 == 0 {
+					buf := make([]byte, 8)
+					e.c.ReadPBA(0, buf)
+					_ = e.c.Stats()
+				}
+			}
+		}()
+	}
+	for i := 0; i < 300; i++ {
+		k := uint32(i % nVectors)
+		var r Request
+		switch i % 6 {
+		case 0:
+			r = Request{Flags: assignFds, Index: IndexMSIX, Start: k, Count: 1, Files: newFds(1)}
+		case 1:
+			r = Request{Flags: maskNone, Index: IndexMSIX, Start: k, Count: 1}
+		case 2:
+			r = Request{Flags: unmaskNo, Index: IndexMSIX, Start: k, Count: 1}
+		case 3:
+			r = Request{Flags: disable, Index: IndexMSIX}
+		case 4:
+			r = Request{Flags: assignFds, Index: IndexMSIX, Count: nVectors, Files: newFds(nVectors)}
+		case 5:
+			r = Request{Flags: resample, Index: IndexINTx, Count: 1, Files: newFds(1)}
+		}
+		if err := e.c.Set(r); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			e.c.Reset()
+		}
+	}
+	close(stop)
+	wg.Wait()
+	st := e.c.Stats()
+	e.c.Close()
+	var want, got uint64
+	for _, d := range st.Delivered {
+		want += d
+	}
+	want += st.INTxSignals
+	for _, p := range peeks {
+		got += readCounter(t, p)
+	}
+	if got != want || st.Dropped != 0 {
+		t.Errorf("signals counted %d (dropped %d), eventfds saw %d", want, st.Dropped, got)
+	}
+}

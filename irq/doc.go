@@ -1,0 +1,72 @@
+// Package irq holds the device's interrupt lines as the client programs them with
+// DEVICE_SET_IRQS, and raises them by writing to the client's eventfds.
+//
+// # Data flow
+//
+// The device layer converts each vfiouser.SetIRQs into a Request and calls Controller.Set from
+// the server's worker goroutine. Engines call TriggerMSIX, AssertINTx/DeassertINTx and
+// RaiseError from their own goroutines. Raising an interrupt is an 8-byte little-endian 1
+// written to the eventfd currently registered for it; QEMU hands these eventfds to KVM as
+// irqfds, so the write injects the interrupt without QEMU's main loop. Register reads of the
+// MSI-X PBA come to ReadPBA.
+//
+// Indexes: INTx (1 line), MSI (not offered: count 0, every request is EINVAL), MSI-X (the
+// count given to New), ERR (1) and REQ (1; QEMU never uses it).
+//
+// # What QEMU 11.1.3 sends (observed)
+//
+// MSI-X, when the guest sets the MSI-X Enable bit: first INTx is torn down on index 0 (mask
+// 0x09, unmask 0x11, then DATA_NONE|TRIGGER count 0 = 0x21, which disables it). Then on index
+// 2, with NORESIZE advertised: DATA_EVENTFD|TRIGGER (0x24) start 0 count 1 with one fd;
+// 0x21 count 0, disabling the whole index; 0x24 start 0 count N with N fds. QEMU repeats that
+// tear-down and re-creation every time the guest starts using more vectors. Without NORESIZE:
+// 0x24 start 0 count 1 with no fd (enable MSI-X with no vector), then one 0x24 per vector.
+// Runs of vectors without an eventfd arrive as 0x24 with no fds at all, meaning "de-assign
+// [start, start+count)"; large sets come in chunks of at most the server's max_msg_fds.
+// MSI-X disable: per-vector 0x24 re-assignments, then 0x21 count 0, then INTx is set up again.
+//
+// Masking never reaches us as table writes or ACTION_MASK: QEMU keeps the MSI-X table and does
+// the guest's per-vector masking and pending-bit bookkeeping itself. When the guest masks a
+// vector, QEMU swaps that vector's eventfd (0x24 start k count 1 with a new fd, one QEMU
+// reads itself instead of KVM); on unmask it swaps back. Eventfds therefore change at any
+// time and we always signal the one registered now; the old one is closed when replaced.
+//
+// INTx with KVM: a trigger eventfd (0x24 on index 0) and a resample eventfd given with
+// ACTION_UNMASK|DATA_EVENTFD (0x14). KVM signals the resample eventfd when the guest EOIs the
+// line; the device must then re-signal the trigger if it still asserts the line. DATA_NONE
+// ACTION_MASK/UNMASK (0x09/0x11) are immediate mask/unmask commands. Without a resample
+// eventfd (no KVM irqfd), QEMU's vfio PCI code treats the guest's next BAR access after an
+// interrupt as the EOI and sends 0x11 (from QEMU's source; not observed here).
+//
+// # Semantics implemented
+//
+// MSI-X vector k is signalled at once when it has an eventfd and is not masked (by
+// ACTION_MASK); otherwise its pending bit is set and it is delivered, clearing the bit, as soon
+// as it is unmasked or gets an eventfd. So an interrupt raised while QEMU re-creates the vector
+// set (0x21 then 0x24) is not lost — as on hardware, where the PBA holds it. A 0x21 disable
+// closes the index's eventfds but keeps pending bits and masks; only Reset clears them.
+// DATA_NONE/DATA_BOOL with ACTION_TRIGGER trigger the selected vectors (loopback).
+//
+// INTx is level-triggered over an edge-only eventfd: AssertINTx signals on the rising edge, and
+// while the line stays asserted every resample signal, client unmask or trigger-fd assignment
+// signals again. DeassertINTx signals nothing. We do not auto-mask after signalling: an extra
+// signal for a line that is already asserted is harmless to QEMU/KVM, whereas waiting for an
+// unmask that a client does not send would lose interrupts.
+//
+// An eventfd write that fails with EAGAIN (counter full) still counts as delivered: the reader
+// will see the counter non-zero. Other write failures are counted as Dropped and logged once
+// per eventfd.
+//
+// # Threading
+//
+// One mutex guards all state; eventfd writes happen under it, so a signal never races with the
+// close of the eventfd it targets. Descriptors replaced or de-assigned by Set are closed after
+// the lock is released. The INTx resample eventfd is watched by one goroutine, reading a
+// non-blocking dup through the runtime poller; replacing it, disabling INTx or Close closes
+// that dup (which wakes the reader) and waits for the goroutine to exit, outside the lock,
+// because the goroutine itself takes the lock to re-signal.
+//
+// Ownership: Set takes the Request's Files on every path and closes them on error. Close
+// closes every eventfd (client disconnect) but keeps device state; Reset keeps eventfds but
+// clears pending bits, masks and the INTx level (device reset).
+package irq
