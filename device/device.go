@@ -63,7 +63,7 @@ type Device struct {
 
 	// msixOn and intxOff mirror config space for engine goroutines: pcie.Config belongs to
 	// the worker, but an engine decides between MSI-X and INTx when its work completes.
-	msixOn, intxOff atomic.Bool
+	msixOn, intxOff, busMaster atomic.Bool
 
 	scratch   [8]uint32
 	msixTable []byte // the table QEMU normally emulates; kept so trapped accesses behave
@@ -76,6 +76,7 @@ type Device struct {
 type counters struct {
 	resets, flrs         atomic.Uint64
 	barAccessWhileMemOff atomic.Uint64
+	irqWithoutBusMaster  atomic.Uint64
 }
 
 var _ vfiouser.Device = (*Device)(nil)
@@ -289,6 +290,7 @@ func (d *Device) Reset() error {
 // snapshotConfig publishes the config-space bits engines need; called after every change.
 func (d *Device) snapshotConfig() {
 	d.msixOn.Store(d.config.MSIXEnabled())
+	d.busMaster.Store(d.config.BusMasterEnabled())
 	d.intxOff.Store(d.config.INTxDisabled())
 }
 

@@ -241,7 +241,7 @@ func (r *rig) enableMSIX() []int {
 
 func TestSelftestInterruptEveryVector(t *testing.T) {
 	r := newRig(t)
-	r.enable(false)
+	r.enable(true)
 	fds := r.enableMSIX()
 	for k := range fds {
 		r.setReg(abi.REG_SELFTEST_IRQ, uint32(k))
@@ -257,6 +257,15 @@ func TestSelftestInterruptEveryVector(t *testing.T) {
 	r.setReg(abi.REG_SELFTEST_IRQ, 99)
 	if got := r.reg(abi.REG_SELFTEST_IRQ_ERRORS); got != 1 {
 		t.Errorf("IRQ_ERRORS = %d, want 1", got)
+	}
+	// An MSI is a memory write: with Bus Master off the function cannot send it.
+	r.enable(false)
+	r.setReg(abi.REG_SELFTEST_IRQ, 3)
+	if n, _ := vfiousertest.WaitIRQ(fds[3], 100*time.Millisecond); n != 0 {
+		t.Errorf("interrupt delivered with bus mastering off")
+	}
+	if d := r.dev.Diagnostics(); d.IRQWithoutBusMaster != 1 {
+		t.Errorf("suppressed interrupts = %d, want 1", d.IRQWithoutBusMaster)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 type Diagnostics struct {
 	Resets, FLRs         uint64
 	BARAccessWhileMemOff uint64 // trapped BAR accesses while COMMAND.Memory Space was off
+	IRQWithoutBusMaster  uint64 // interrupts not sent because COMMAND.Bus Master was off
 	Unclaimed            []bars.UnclaimedAccess
 	MisshapenRegAccesses uint64 // register accesses that were not aligned 4- or 8-byte
 	DoorbellRings        uint64
@@ -34,6 +35,7 @@ func (d *Device) Diagnostics() Diagnostics {
 		Resets:               d.stats.resets.Load(),
 		FLRs:                 d.stats.flrs.Load(),
 		BARAccessWhileMemOff: d.stats.barAccessWhileMemOff.Load(),
+		IRQWithoutBusMaster:  d.stats.irqWithoutBusMaster.Load(),
 		Unclaimed:            un,
 		MisshapenRegAccesses: bad,
 		DoorbellRings:        d.doorbells.Rings(),
@@ -48,6 +50,7 @@ func (g Diagnostics) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "resets: %d (FLR: %d)\n", g.Resets, g.FLRs)
 	fmt.Fprintf(&b, "BAR accesses with memory decoding off: %d\n", g.BARAccessWhileMemOff)
+	fmt.Fprintf(&b, "interrupts suppressed with bus mastering off: %d\n", g.IRQWithoutBusMaster)
 	fmt.Fprintf(&b, "misshapen register accesses: %d\n", g.MisshapenRegAccesses)
 	fmt.Fprintf(&b, "unclaimed register offsets: %d\n", len(g.Unclaimed))
 	for _, u := range g.Unclaimed {

@@ -88,6 +88,13 @@ func (s *selfTest) write(off, v uint32) {
 // raise delivers a self-test interrupt: MSI-X when the guest enabled it, else INTx.
 func (s *selfTest) raise(vector int) {
 	d := s.d
+	if !d.busMaster.Load() {
+		// An MSI is a memory write by the function: with Bus Master off it cannot be sent,
+		// and INTx is not used while the driver owns the function this way either.
+		d.stats.irqWithoutBusMaster.Add(1)
+		d.log.Warn("self-test interrupt suppressed: Bus Master Enable is off", "vector", vector)
+		return
+	}
 	if d.msixOn.Load() {
 		if err := d.irqs.TriggerMSIX(vector); err != nil {
 			s.mu.Lock()
