@@ -57,6 +57,9 @@ type Config struct {
 	Kernel, Initrd, Append string
 	SerialPorts            []SerialPort
 	Extra                  []string // appended to the QEMU command line
+	// Interactive puts the guest's serial console on the caller's stdin/stdout instead of
+	// console.log.
+	Interactive bool
 	// Reboot lets a guest reboot reset the VM. By default QEMU runs with -no-reboot, so a guest
 	// reboot (or a panic with panic=-1) ends the process.
 	Reboot bool
@@ -105,6 +108,12 @@ var ErrExited = errors.New("vm: QEMU has exited")
 // BuildArgs returns the QEMU arguments for cfg with its files in dir. It fills in the
 // defaults (Accel must already be set, or "" for DetectAccel).
 func BuildArgs(cfg Config, dir string) ([]string, error) {
+	serial := "file:" + filepath.Join(dir, "console.log")
+	if cfg.Interactive {
+		// The guest console on QEMU's stdio (which Start connects to the caller's terminal),
+		// for a user who keeps the VM to work in its shell.
+		serial = "stdio"
+	}
 	accel := cfg.Accel
 	if accel == "" {
 		accel, _ = DetectAccel()
@@ -142,7 +151,7 @@ func BuildArgs(cfg Config, dir string) ([]string, error) {
 		"-nographic", "-vga", "none", "-nic", "none",
 		// -nographic would put the HMP monitor on stdio; QMP is the only monitor we want.
 		"-monitor", "none",
-		"-serial", "file:"+filepath.Join(dir, "console.log"),
+		"-serial", serial,
 		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
 		// No boot menu; when nothing is bootable, SeaBIOS waits instead of rebooting.
 		"-boot", "menu=off,reboot-timeout=-1",
@@ -263,6 +272,9 @@ func Start(ctx context.Context, inst *images.QEMUInstall, cfg Config, dir string
 	}
 	defer stderr.Close()
 	v.cmd.Stdout, v.cmd.Stderr = stdout, stderr
+	if cfg.Interactive {
+		v.cmd.Stdin, v.cmd.Stdout = os.Stdin, os.Stdout
+	}
 	if v.evFile, err = os.Create(v.logs.Events); err != nil {
 		return nil, err
 	}

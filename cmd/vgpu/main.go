@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -10,6 +11,7 @@ import (
 const usage = `usage: vgpu <command> [flags]
 
 commands:
+  run     boot a guest against a virtual GPU and run the guest test suite (the main job)
   serve   run the vfio-user server for one virtual GPU function
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
 
@@ -23,6 +25,8 @@ func main() {
 	}
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "run":
+		err = run(args)
 	case "serve":
 		err = serve(args)
 	case "qemu":
@@ -33,6 +37,9 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "vgpu: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, errTestsFailed) {
+		os.Exit(1)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vgpu %s: %v\n", os.Args[1], err)

@@ -22,16 +22,8 @@ import (
 
 func serve(args []string) error {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
-	def := device.DefaultConfig()
 	socket := fl.String("socket", "", "path of the vfio-user unix socket to create (required)")
-	vram := sizeFlag(fl, "vram", def.VRAMSize, "VRAM size (power of two; K/M/G suffixes)")
-	window := sizeFlag(fl, "bar-window", def.VRAMWindow, "CPU-visible VRAM: the BAR0 size (power of two, at most --vram)")
-	doorbell := fl.String("doorbell", "trap", "doorbell mode: trap (every write is a message) or poll (shared page polled by the server)")
-	vendor := idFlag(fl, "vendor-id", abi.PCI_VENDOR_ID, "PCI vendor ID")
-	devID := idFlag(fl, "device-id", abi.PCI_DEVICE_ID, "PCI device ID")
-	subVendor := idFlag(fl, "subsystem-vendor-id", abi.PCI_SUBSYSTEM_VENDOR_ID, "PCI subsystem vendor ID")
-	subID := idFlag(fl, "subsystem-id", abi.PCI_SUBSYSTEM_ID, "PCI subsystem ID")
-	vectors := fl.Int("msix-vectors", def.MSIXVectors, fmt.Sprintf("number of MSI-X vectors (1..%d)", abi.REGS_MSIX_MAX_VECTORS))
+	devFlags := addDeviceFlags(fl)
 	level := fl.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fl.String("log-format", "text", "log format: text or json")
 	if err := fl.Parse(args); err != nil {
@@ -44,16 +36,11 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	mode, err := bars.ParseDoorbellMode(*doorbell)
+	cfg, err := devFlags()
 	if err != nil {
 		return err
 	}
-	cfg := device.Config{
-		VendorID: uint16(*vendor), DeviceID: uint16(*devID),
-		SubsystemVendorID: uint16(*subVendor), SubsystemID: uint16(*subID),
-		VRAMSize: *vram, VRAMWindow: *window, Doorbells: mode, MSIXVectors: *vectors,
-		Log: log,
-	}
+	cfg.Log = log
 	dev, err := device.New(cfg)
 	if err != nil {
 		return err
@@ -71,7 +58,7 @@ func serve(args []string) error {
 	go printDiagnosticsOn(ctx, syscall.SIGUSR1, dev)
 
 	log.Info("ready", "socket", *socket, "vendor", fmt.Sprintf("%#04x", cfg.VendorID), "device", fmt.Sprintf("%#04x", cfg.DeviceID),
-		"vram", cfg.VRAMSize, "bar_window", cfg.VRAMWindow, "doorbell", mode.String(), "msix_vectors", cfg.MSIXVectors)
+		"vram", cfg.VRAMSize, "bar_window", cfg.VRAMWindow, "doorbell", cfg.Doorbells.String(), "msix_vectors", cfg.MSIXVectors)
 	err = vfiouser.NewServer(dev, log).Serve(ctx, l)
 	fmt.Fprintf(os.Stderr, "vgpu diagnostics:\n%s", dev.Diagnostics())
 	if err != nil && ctx.Err() == nil {
@@ -131,6 +118,31 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// addDeviceFlags defines the device's flags (shared by serve and run) and returns a function
+// that builds the device configuration from them once they are parsed.
+func addDeviceFlags(fl *flag.FlagSet) func() (device.Config, error) {
+	def := device.DefaultConfig()
+	vram := sizeFlag(fl, "vram", def.VRAMSize, "VRAM size (power of two; K/M/G suffixes)")
+	window := sizeFlag(fl, "bar-window", def.VRAMWindow, "CPU-visible VRAM: the BAR0 size (power of two, at most --vram)")
+	doorbell := fl.String("doorbell", "trap", "doorbell mode: trap (every write is a message) or poll (shared page polled by the server)")
+	vendor := idFlag(fl, "vendor-id", abi.PCI_VENDOR_ID, "PCI vendor ID")
+	devID := idFlag(fl, "device-id", abi.PCI_DEVICE_ID, "PCI device ID")
+	subVendor := idFlag(fl, "subsystem-vendor-id", abi.PCI_SUBSYSTEM_VENDOR_ID, "PCI subsystem vendor ID")
+	subID := idFlag(fl, "subsystem-id", abi.PCI_SUBSYSTEM_ID, "PCI subsystem ID")
+	vectors := fl.Int("msix-vectors", def.MSIXVectors, fmt.Sprintf("number of MSI-X vectors (1..%d)", abi.REGS_MSIX_MAX_VECTORS))
+	return func() (device.Config, error) {
+		mode, err := bars.ParseDoorbellMode(*doorbell)
+		if err != nil {
+			return device.Config{}, err
+		}
+		return device.Config{
+			VendorID: uint16(*vendor), DeviceID: uint16(*devID),
+			SubsystemVendorID: uint16(*subVendor), SubsystemID: uint16(*subID),
+			VRAMSize: *vram, VRAMWindow: *window, Doorbells: mode, MSIXVectors: *vectors,
+		}, nil
+	}
 }
 
 // sizeFlag parses sizes like 1G, 256M, 4096, 1GiB.

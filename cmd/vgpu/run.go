@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	vgpu "vgpu"
+	"vgpu/ci/boot"
+	"vgpu/ci/ktap"
+	"vgpu/images"
+)
+
+// errTestsFailed makes `vgpu run` exit non-zero after printing its summary.
+var errTestsFailed = errors.New("the guest suite failed")
+
+// run is the main job: fetch/build what is missing, serve the device, boot the guest, run the
+// guest suite and print a summary.
+func run(args []string) error {
+	fl := flag.NewFlagSet("run", flag.ContinueOnError)
+	iommu := fl.String("iommu", "both", "guest IOMMU: off, on (emulated VT-d, intel_iommu=on) or both (two boots)")
+	tests := fl.String("tests", "", "comma-separated guest test cases (vgpu_test's tests= parameter); empty = all")
+	kernel := fl.String("kernel", "", "bring your own guest kernel (vmlinux or bzImage) instead of the pinned Debian one")
+	headers := fl.String("headers", "", "with --kernel: the kernel's build tree or headers (KDIR) to build the module against")
+	moduleSrc := fl.String("module-src", "", "build the guest module from this directory instead of the sources built into vgpu")
+	keep := fl.Bool("keep", false, "after the suite, keep the VM with a shell on the serial console (this terminal)")
+	out := fl.String("out", "", "folder for logs (console, server, results); default: a temporary folder, kept on failure")
+	devFlags := addDeviceFlags(fl)
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	modes, err := iommuModes(*iommu)
+	if err != nil {
+		return err
+	}
+	if *keep && len(modes) > 1 {
+		modes = modes[:1] // one VM to keep
+	}
+	devCfg, err := devFlags()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	dir := *out
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "vgpu-run-"); err != nil {
+			return err
+		}
+	}
+	src := *moduleSrc
+	if src == "" {
+		if src, err = vgpu.WriteGuestSources(filepath.Join(dir, "module-src")); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(os.Stderr, "== preparing QEMU and the guest image (cached after the first run)")
+	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	img, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers})
+	if err != nil {
+		return err
+	}
+
+	failed := false
+	for _, on := range modes {
+		name := map[bool]string{false: "no IOMMU", true: "intel-iommu"}[on]
+		fmt.Fprintf(os.Stderr, "== booting the guest (%s, QEMU %s)\n", name, qemu.Version())
+		runDir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		res, err := boot.Run(ctx, boot.Config{
+			QEMU: qemu, Guest: img, Device: devCfg, IOMMU: on, TestArgs: testArgs(*tests),
+			Dir: runDir, Keep: *keep,
+		})
+		if err != nil {
+			return err
+		}
+		printSummary(name, res)
+		if res.Failed() {
+			failed = true
+		}
+	}
+	if failed {
+		fmt.Printf("\nlogs kept in %s\n", dir)
+		return errTestsFailed
+	}
+	if *out == "" {
+		os.RemoveAll(dir)
+	}
+	return nil
+}
+
+func iommuModes(s string) ([]bool, error) {
+	switch s {
+	case "off":
+		return []bool{false}, nil
+	case "on":
+		return []bool{true}, nil
+	case "both":
+		return []bool{false, true}, nil
+	}
+	return nil, fmt.Errorf("--iommu %q: want off, on or both", s)
+}
+
+func testArgs(tests string) string {
+	if tests == "" {
+		return ""
+	}
+	return "tests=" + tests
+}
+
+// durationRE finds the module's "<case>: N ms" timing note among a case's diagnostics.
+var durationRE = regexp.MustCompile(`^\S+: (\d+) ms$`)
+
+func printSummary(mode string, res *boot.Result) {
+	fmt.Printf("\nvgpu guest suite (%s): boot + tests + power-off in %v\n", mode, res.Wall.Round(time.Millisecond))
+	var walk func([]*ktap.Test, string)
+	walk = func(ts []*ktap.Test, indent string) {
+		for _, t := range ts {
+			verdict := map[ktap.Result]string{ktap.Pass: "PASS", ktap.Fail: "FAIL", ktap.Skip: "SKIP"}[t.Result]
+			timing := ""
+			for _, d := range t.Diagnostics {
+				if m := durationRE.FindStringSubmatch(d); m != nil {
+					timing = m[1] + " ms"
+				}
+			}
+			line := fmt.Sprintf("%s%-4s %-28s %8s", indent, verdict, t.Name, timing)
+			if t.Result != ktap.Pass && t.Directive != "" {
+				line += "  # " + t.Directive
+			}
+			fmt.Println(strings.TrimRight(line, " "))
+			if t.Result == ktap.Fail {
+				walk(t.Subtests, indent+"    ")
+			}
+		}
+	}
+	walk(res.Report.Tests, "  ")
+	for _, p := range append(res.Report.Problems, res.Problems...) {
+		fmt.Printf("  PROBLEM %s\n", p)
+	}
+	fmt.Printf("device diagnostics:\n%s", indent(res.Diagnostics.String(), "  "))
+	if res.Failed() {
+		for name, path := range res.Artefacts {
+			fmt.Printf("  %s: %s\n", name, path)
+		}
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}

@@ -1,0 +1,405 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// GuestOptions tunes Guest.
+type GuestOptions struct {
+	CacheDir string    // "" → CacheDir()
+	Progress io.Writer // provisioning progress; nil → discarded
+
+	// ModuleSrc is the folder with the test module's sources (the repository's guest/). "" →
+	// the guest/ folder of the vgpu module that contains the working directory.
+	ModuleSrc string
+	// Module is a prebuilt vgpu_test.ko to use instead of building ModuleSrc.
+	Module string
+
+	// Kernel and HeadersDir bring your own kernel: a vmlinux (an ELF with the PVH note) or a
+	// bzImage, and its configured tree or headers folder (KDIR) to build the module against.
+	// The pinned Debian kernel is then not downloaded. A bzImage is unpacked to a vmlinux when
+	// its compression is known (lz4, gzip, xz, zstd), otherwise booted as it is.
+	Kernel, HeadersDir string
+	// ModulesDir is searched (recursively) for the virtio console modules of a kernel of your
+	// own (VirtioModules, as plain .ko files). Those not found are taken to be built in.
+	ModulesDir string
+
+	// Mirror and SecurityMirror override the Debian archives (HostMirror, HostSecurityMirror).
+	// They are not part of any cache key.
+	Mirror, SecurityMirror string
+
+	// Gzip compresses the initramfs (gzip -1). The kernel takes both; uncompressed is the
+	// default: it builds in a few milliseconds and boots as fast.
+	Gzip bool
+}
+
+// GuestImage is everything needed to boot the test guest: qemu -kernel Kernel -initrd Initrd
+// -append Cmdline(...).
+type GuestImage struct {
+	// Kernel is the file for -kernel: an uncompressed vmlinux booted through PVH, or (PVH false)
+	// a bzImage of your own that could not be unpacked.
+	Kernel string
+	PVH    bool
+	Initrd string
+	// KernelRelease is uname -r of the guest kernel, and the vermagic of ModulePath.
+	KernelRelease string
+	// ModulePath is the vgpu_test.ko packed into the initrd (/lib/modules/vgpu_test.ko).
+	ModulePath string
+	// KDir is the kernel headers folder the module was built against ("" with a prebuilt one).
+	KDir string
+	// VirtioModules are the .ko files packed into the initrd, in load order.
+	VirtioModules []string
+	// CmdlineBase is the kernel command line without test arguments:
+	// "console=ttyS0 panic=-1 quiet". The VM adds intel_iommu=on when it has an IOMMU.
+	CmdlineBase string
+	// Packages lists the pinned Debian packages used (name=version); empty for your own kernel.
+	Packages []string
+}
+
+// GuestCmdlineBase is GuestImage.CmdlineBase: the serial console for the report, a reboot
+// (which -no-reboot turns into QEMU's exit) on panic, and a quiet boot log.
+const GuestCmdlineBase = "console=ttyS0 panic=-1 quiet"
+
+// Cmdline returns the kernel command line: CmdlineBase, then extra, then
+// vgpu_test_args="<testArgs>" when testArgs is not empty. The kernel hands parameters it does
+// not know to /init as environment variables; /init passes vgpu_test_args to insmod
+// vgpu_test.ko (e.g. "tests=dma,msix timeout_ms=5000"). Other /init switches go into extra:
+// "vgpu_keep=1" (a shell instead of power-off), "vgpu_wait=N" (seconds), "vgpu_no_test=1".
+func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
+	parts := []string{g.CmdlineBase}
+	parts = append(parts, extra...)
+	if testArgs = strings.TrimSpace(testArgs); testArgs != "" {
+		parts = append(parts, `vgpu_test_args="`+strings.ReplaceAll(testArgs, `"`, ``)+`"`)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Guest provisions the test guest into the cache folder and returns it. With no kernel of your
+// own it downloads the pinned Debian bookworm cloud kernel, its headers and busybox-static
+// (guestPackages; signature-checked through private apt roots) and unpacks them once into
+// guest-kernel-<key>/ and guest-busybox-<key>/, builds the test module from ModuleSrc into
+// guest-module-<key>/ and writes guest-initrd-<key>.cpio. Every key is a hash of what went into
+// the entry, so a second call reuses them without network, and any change (a pinned version,
+// a module source, /init) builds a new entry beside the old. Concurrent callers wait on lock
+// files.
+func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
+	var progress io.Writer = io.Discard
+	if opts.Progress != nil {
+		// The kernel and busybox are provisioned in parallel.
+		progress = &lockedWriter{w: opts.Progress}
+	}
+	cache := opts.CacheDir
+	if cache == "" {
+		var err error
+		if cache, err = CacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	cache, err := filepath.Abs(cache)
+	if err != nil {
+		return nil, err
+	}
+	mirrors := guestMirrors{Main: opts.Mirror, Security: opts.SecurityMirror}
+	if mirrors.Main == "" {
+		mirrors.Main = HostMirror()
+	}
+	if mirrors.Security == "" {
+		mirrors.Security = HostSecurityMirror()
+	}
+	mirrors.Main = strings.TrimRight(mirrors.Main, "/")
+	mirrors.Security = strings.TrimRight(mirrors.Security, "/")
+
+	start := time.Now()
+	kernelPkgs, busyboxPkgs := splitGuestPackages(guestPackages)
+	g := &GuestImage{CmdlineBase: GuestCmdlineBase}
+
+	// The busybox tree is needed in both cases; fetch it while the kernel is handled.
+	type bbResult struct {
+		path string
+		err  error
+	}
+	bbc := make(chan bbResult, 1)
+	go func() {
+		p, err := provisionBusybox(ctx, cache, busyboxPkgs, mirrors, progress)
+		bbc <- bbResult{p, err}
+	}()
+	waitBusybox := func() (string, error) { r := <-bbc; return r.path, r.err }
+
+	var kdir string
+	var virtio []initrdFile
+	if opts.Kernel == "" && opts.HeadersDir == "" {
+		kt, err := provisionKernel(ctx, cache, kernelPkgs, mirrors, progress)
+		if err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		g.Kernel, g.PVH, g.KernelRelease, kdir, g.Packages = kt.Vmlinux, true, kt.Release, kt.KDir, kt.Packages
+		for _, m := range VirtioModules {
+			g.VirtioModules = append(g.VirtioModules, kt.Modules[m])
+		}
+	} else {
+		if err := ownKernel(ctx, cache, opts, g, progress); err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		kdir = opts.HeadersDir
+	}
+	for _, p := range g.VirtioModules {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		virtio = append(virtio, initrdFile{Name: strings.TrimSuffix(filepath.Base(p), ".ko"), Mode: 0o644, Data: b})
+	}
+
+	// The test module.
+	switch {
+	case opts.Module != "":
+		g.ModulePath, err = filepath.Abs(opts.Module)
+	case kdir == "":
+		err = errors.New("images: GuestOptions.HeadersDir (KDIR) or Module is needed with your own kernel")
+	default:
+		src := opts.ModuleSrc
+		if src == "" {
+			src, err = findModuleSrc()
+		}
+		if err == nil {
+			t := time.Now()
+			g.ModulePath, err = buildModule(ctx, kdir, src, cache, progress)
+			if err == nil {
+				g.KDir = kdir
+				fmt.Fprintf(progress, "guest: module %s ready in %.1fs\n", g.ModulePath, time.Since(t).Seconds())
+			}
+		}
+	}
+	if err != nil {
+		waitBusybox()
+		return nil, err
+	}
+	info, err := ModuleInfo(g.ModulePath)
+	if err != nil {
+		waitBusybox()
+		return nil, err
+	}
+	vermagic := first(info["vermagic"])
+	if g.KernelRelease == "" {
+		g.KernelRelease, _, _ = strings.Cut(vermagic, " ")
+	}
+	if !strings.HasPrefix(vermagic, g.KernelRelease+" ") {
+		waitBusybox()
+		return nil, fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.ModulePath, vermagic, g.KernelRelease)
+	}
+
+	busybox, err := waitBusybox()
+	if err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	spec := &initrdSpec{Init: initScript, Modules: virtio, Gzip: opts.Gzip}
+	if spec.Busybox, err = os.ReadFile(busybox); err != nil {
+		return nil, err
+	}
+	if spec.Test, err = os.ReadFile(g.ModulePath); err != nil {
+		return nil, err
+	}
+	if g.Initrd, err = buildInitrd(cache, spec); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "guest: initrd %s in %.2fs; guest ready in %.1fs (kernel %s)\n",
+		filepath.Base(g.Initrd), time.Since(t).Seconds(), time.Since(start).Seconds(), g.KernelRelease)
+	pruneGuestCache(ctx, cache, []string{g.Kernel, g.Initrd, g.ModulePath, busybox}, guestCacheMaxAge, progress)
+	return g, nil
+}
+
+// guestCacheMaxAge: Guest removes guest-* cache entries that no call has used for this long
+// (old pinned kernels, builds of old module sources, old initrds).
+const guestCacheMaxAge = 30 * 24 * time.Hour
+
+// guestEntry returns the top-level cache entry (guest-*) that path lies in, or "".
+func guestEntry(cache, path string) string {
+	rel, err := filepath.Rel(cache, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	if !strings.HasPrefix(top, "guest-") {
+		return ""
+	}
+	return top
+}
+
+// entryStamp is the file whose mtime says when a cache entry was last used.
+func entryStamp(cache, name string) string {
+	p := filepath.Join(cache, name)
+	switch {
+	case strings.HasPrefix(name, "guest-initrd-"):
+		return p
+	case strings.HasPrefix(name, "guest-vmlinux-"):
+		return filepath.Join(p, "vmlinux")
+	}
+	return filepath.Join(p, markerName)
+}
+
+// pruneGuestCache marks the entries holding used as used now and removes guest-* entries
+// unused for longer than maxAge. Trees are removed under their lock, and only when nobody
+// holds it; folders being built (.tmp-*) are left to the provisioners.
+func pruneGuestCache(ctx context.Context, cache string, used []string, maxAge time.Duration, progress io.Writer) {
+	now := time.Now()
+	keep := map[string]bool{}
+	for _, u := range used {
+		if e := guestEntry(cache, u); e != "" && !keep[e] {
+			keep[e] = true
+			os.Chtimes(entryStamp(cache, e), now, now)
+		}
+	}
+	all, _ := filepath.Glob(filepath.Join(cache, "guest-*"))
+	for _, p := range all {
+		name := filepath.Base(p)
+		if keep[name] || strings.HasSuffix(name, ".lock") || strings.Contains(name, ".tmp-") {
+			continue
+		}
+		st, err := os.Stat(entryStamp(cache, name))
+		if err != nil || now.Sub(st.ModTime()) < maxAge {
+			continue
+		}
+		note := func() {
+			fmt.Fprintf(progress, "guest: removing %s (unused since %s)\n", p, st.ModTime().Format(time.DateOnly))
+		}
+		if strings.HasPrefix(name, "guest-initrd-") {
+			note()
+			os.Remove(p) // content-addressed, written by rename: nothing to lock
+			continue
+		}
+		// The lock file stays: removing it would let a waiter and a newcomer lock two different
+		// files.
+		lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		l, err := lockFile(lctx, p+".lock", nil)
+		cancel()
+		if err != nil {
+			continue
+		}
+		note()
+		os.RemoveAll(p)
+		l.Unlock()
+	}
+}
+
+// ownKernel fills g from a kernel of the user's own (GuestOptions.Kernel, HeadersDir,
+// ModulesDir).
+func ownKernel(ctx context.Context, cache string, opts GuestOptions, g *GuestImage, progress io.Writer) error {
+	if opts.Kernel == "" {
+		return errors.New("images: GuestOptions.HeadersDir without Kernel")
+	}
+	kernel, err := filepath.Abs(opts.Kernel)
+	if err != nil {
+		return err
+	}
+	if opts.HeadersDir != "" {
+		if g.KernelRelease, err = headersRelease(opts.HeadersDir); err != nil {
+			return err
+		}
+	}
+	if g.Kernel, g.PVH, err = ownVmlinux(ctx, cache, kernel, progress); err != nil {
+		return err
+	}
+	if opts.ModulesDir != "" {
+		mods, err := findModules(opts.ModulesDir, VirtioModules)
+		if err != nil {
+			return err
+		}
+		for _, m := range VirtioModules {
+			if mods[m] != "" {
+				g.VirtioModules = append(g.VirtioModules, mods[m])
+			}
+		}
+	}
+	if len(g.VirtioModules) < len(VirtioModules) {
+		fmt.Fprintf(progress, "guest: %d of %d virtio modules found; the others must be built into %s\n",
+			len(g.VirtioModules), len(VirtioModules), kernel)
+	}
+	return nil
+}
+
+// ownVmlinux returns a kernel of the user's own as a PVH vmlinux: the file itself when it is
+// one, else the vmlinux unpacked from it (cached in guest-vmlinux-<hash of the file>/). A
+// bzImage that cannot be unpacked is returned as it is (pvh false): slower to boot, but fine.
+func ownVmlinux(ctx context.Context, cache, kernel string, progress io.Writer) (string, bool, error) {
+	b, err := os.ReadFile(kernel)
+	if err != nil {
+		return "", false, err
+	}
+	if bytes.HasPrefix(b, []byte(elf.ELFMAG)) {
+		if _, err := PVHEntry(bytes.NewReader(b)); err != nil {
+			return "", false, fmt.Errorf("images: %s: %w", kernel, err)
+		}
+		return kernel, true, nil
+	}
+	sum := sha256.Sum256(b)
+	out := filepath.Join(cache, "guest-vmlinux-"+hex.EncodeToString(sum[:8]), "vmlinux")
+	if _, err := os.Stat(out); err == nil {
+		return out, true, nil
+	}
+	if err := ExtractVmlinux(ctx, kernel, out); err != nil {
+		fmt.Fprintf(progress, "guest: booting %s as a bzImage: %v\n", kernel, err)
+		return kernel, false, nil
+	}
+	return out, true, nil
+}
+
+// lockedWriter serialises writes to a Progress writer shared by goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// findModuleSrc finds the guest/ folder of the vgpu Go module that contains the working
+// directory.
+func findModuleSrc() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if modulePathOf(b) == "vgpu" {
+				src := filepath.Join(dir, "guest")
+				if _, err := os.Stat(filepath.Join(src, "Kbuild")); err == nil {
+					return src, nil
+				}
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("images: no test module sources: set GuestOptions.ModuleSrc to the repository's guest/ folder (or Module to a built vgpu_test.ko)")
+		}
+		dir = parent
+	}
+}
+
+func modulePathOf(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
+}

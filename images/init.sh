@@ -1,0 +1,193 @@
+#!/bin/sh
+# /init of the vgpu test initramfs (busybox sh, PID 1). Embedded into the images package.
+#
+# It mounts /proc, /sys and /dev, loads the virtio modules listed in /lib/modules/load.order
+# (virtio_ring ... virtio_console; files that are not there are built into the kernel), finds the
+# virtio-serial port named "results", loads /lib/modules/vgpu_test.ko, waits for the module's
+# "# vgpu_test: done" line, copies the KTAP block from the kernel log, unloads the module and
+# reports. The report goes to the console (ttyS0) and to the results port:
+#
+#   KTAP version 1 ... # vgpu_test: done pass=X fail=Y skip=Z   (printk timestamps removed)
+#   # vgpu-init: insmod rc=N
+#   # vgpu-init: rmmod rc=N
+#   # vgpu-init: irqs-after-rmmod=N        (/proc/interrupts lines naming vgpu)
+#   # vgpu-init: kernel-warnings=N         (WARNING/BUG/Oops lines in the kernel log)
+#   # vgpu-init: tainted=N                 (/proc/sys/kernel/tainted)
+#   # vgpu-init: uptime init=A end=B       (guest seconds when /init started and finished)
+#   # vgpu-init: end
+#
+# plus "# vgpu-init: note: ..." lines when something is missing or fails. Then it powers off, unless vgpu_keep=1.
+# Every wait is bounded: a missing module, a missing device or a stuck insmod still ends with
+# "# vgpu-init: end" and a power-off.
+#
+# Kernel command line parameters that the kernel does not know are handed to /init as
+# environment variables:
+#   vgpu_test_args="tests=dma,msix timeout_ms=5000"   module parameters for vgpu_test.ko
+#   vgpu_wait=120          seconds to wait for insmod and the done line (default 120)
+#   vgpu_keep=1            start an interactive shell on the console instead of powering off
+#   vgpu_no_test=1         do not load vgpu_test.ko (boot check only)
+
+export PATH=/bin
+umask 022
+P='# vgpu-init: '
+REPORT=/run/report
+
+mount -t proc proc /proc
+read -r T_INIT _ </proc/uptime
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs -o mode=0755 tmpfs /run 2>/dev/null
+: >"$REPORT"
+
+# say LINE...: one line to the console and into the report.
+say() {
+	echo "$*"
+	echo "$*" >>"$REPORT"
+}
+
+# note TEXT...: a free-text "# vgpu-init: note: ..." line (never mistaken for a result line).
+note() { say "${P}note: $*"; }
+
+# now: seconds since boot (whole seconds).
+now() {
+	read -r up _ </proc/uptime
+	echo "${up%.*}"
+}
+
+# run_bounded SECONDS NAME CMD...: runs CMD in the background with its output in /run/NAME.out
+# and its exit status in /run/NAME.rc; waits at most SECONDS. Prints the status, or "timeout".
+run_bounded() {
+	limit=$1 name=$2
+	shift 2
+	rm -f "/run/$name.rc"
+	# Everything redirected: the caller reads our stdout through $(...), which would otherwise
+	# wait for a stuck command to close it.
+	(
+		"$@" >"/run/$name.out" 2>&1 </dev/null
+		echo $? >"/run/$name.rc.tmp"
+		mv "/run/$name.rc.tmp" "/run/$name.rc"
+	) >/dev/null 2>&1 </dev/null &
+	t0=$(now)
+	while [ ! -f "/run/$name.rc" ]; do
+		if [ $(($(now) - t0)) -ge "$limit" ]; then
+			echo timeout
+			return
+		fi
+		sleep 0.05
+	done
+	cat "/run/$name.rc"
+}
+
+# note_output NAME: the captured output of a run_bounded command, as notes.
+note_output() {
+	[ -s "/run/$1.out" ] || return 0
+	while IFS= read -r line; do note "$1: $line"; done <"/run/$1.out"
+}
+
+ktap() {
+	dmesg | sed -e 's/^\[[ 0-9.]*\] //' | sed -n '/^KTAP version 1$/,/^# vgpu_test: done/p'
+}
+
+WAIT=${vgpu_wait:-120}
+case "$WAIT" in '' | *[!0-9]*) WAIT=120 ;; esac
+
+# 1. virtio: console modules in dependency order (there is no modules.dep).
+if [ -f /lib/modules/load.order ]; then
+	while read -r m; do
+		[ -n "$m" ] || continue
+		[ -f "/lib/modules/$m.ko" ] || continue
+		out=$(insmod "/lib/modules/$m.ko" 2>&1) || note "insmod $m failed: $out"
+	done </lib/modules/load.order
+fi
+
+# 2. The results port. Wait for it only when a virtio console device exists (its ports appear
+# shortly after the driver binds).
+port=
+has_console=
+for d in /sys/bus/virtio/devices/*; do
+	[ "$(cat "$d/device" 2>/dev/null)" = 0x0003 ] && has_console=1
+done
+if [ -n "$has_console" ]; then
+	i=0
+	while [ $i -lt 100 ]; do
+		for n in /sys/class/virtio-ports/vport*/name; do
+			[ -r "$n" ] || continue
+			if [ "$(cat "$n")" = results ]; then
+				d=${n%/name}
+				port=/dev/${d##*/}
+			fi
+		done
+		[ -n "$port" ] && [ -c "$port" ] && break
+		port=
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -n "$port" ] || note "no virtio-serial port named results"
+else
+	note "no virtio console device: results on the console only"
+fi
+
+# 3. The test module.
+ko=/lib/modules/vgpu_test.ko
+rc=none
+if [ "$vgpu_no_test" = 1 ]; then
+	note "vgpu_no_test=1: not loading vgpu_test.ko"
+elif [ ! -f "$ko" ]; then
+	note "$ko missing"
+else
+	# shellcheck disable=SC2086 # the arguments are words
+	rc=$(run_bounded "$WAIT" insmod insmod "$ko" $vgpu_test_args)
+	t0=$(now)
+	if [ "$rc" = 0 ]; then
+		# Probing is synchronous, so the done line is normally there already; a device that
+		# appears later (hot-plug) reports when it binds.
+		until dmesg | grep -q '# vgpu_test: done'; do
+			if [ $(($(now) - t0)) -ge "$WAIT" ]; then
+				note "no '# vgpu_test: done' line after ${WAIT}s"
+				break
+			fi
+			sleep 0.1
+		done
+	fi
+fi
+
+ktap >/run/ktap
+if [ -s /run/ktap ]; then
+	cat /run/ktap
+	cat /run/ktap >>"$REPORT"
+elif [ "$rc" != none ]; then
+	note "no KTAP output; kernel log lines naming vgpu_test:"
+	dmesg | grep 'vgpu_test:' | while IFS= read -r line; do note "  $line"; done
+fi
+[ "$rc" = none ] || note_output insmod
+say "${P}insmod rc=$rc"
+
+# 4. Unload: remove() must free every IRQ and stop DMA.
+rrc=none
+if [ "$rc" = 0 ] || grep -q '^vgpu_test ' /proc/modules 2>/dev/null; then
+	rrc=$(run_bounded 30 rmmod rmmod vgpu_test)
+	note_output rmmod
+fi
+say "${P}rmmod rc=$rrc"
+irqs=$(grep -c vgpu /proc/interrupts)
+say "${P}irqs-after-rmmod=${irqs:-0}"
+warn=$(dmesg | grep -c -E 'WARNING:|BUG:|Oops|general protection|Call Trace:')
+say "${P}kernel-warnings=${warn:-0}"
+say "${P}tainted=$(cat /proc/sys/kernel/tainted)"
+read -r t_end _ </proc/uptime
+say "${P}uptime init=${T_INIT}s end=${t_end}s"
+say "$P"end
+
+# 5. Results to the host. Bounded: a port whose host side is gone must not hang the guest.
+if [ -n "$port" ]; then
+	timeout 10 sh -c 'cat "$1" >"$2"' sh "$REPORT" "$port" ||
+		echo "${P}note: writing the report to $port failed"
+fi
+
+if [ "$vgpu_keep" = 1 ]; then
+	/bin/busybox --install -s /bin 2>/dev/null
+	echo "vgpu-init: vgpu_keep=1: shell on the console; 'poweroff -f' ends the VM"
+	setsid cttyhack sh -l
+fi
+sync
+poweroff -f

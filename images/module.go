@@ -1,0 +1,337 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// guestModuleLayout is mixed into the module cache key; bump it when the build changes.
+const guestModuleLayout = "guest-module-v1"
+
+// isModuleSource tells which files of a module folder take part in the build (and in its
+// cache key): Kbuild, Makefile and C/assembler sources and headers. Build outputs, editor
+// files and dot-folders are left out.
+func isModuleSource(rel string) bool {
+	base := filepath.Base(rel)
+	if base == "Kbuild" || base == "Makefile" {
+		return true
+	}
+	switch filepath.Ext(base) {
+	case ".c", ".h", ".S":
+		return !strings.HasSuffix(base, ".mod.c")
+	}
+	return false
+}
+
+// moduleSources lists the source files under dir (relative, slash-separated, sorted).
+func moduleSources(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			if rel != "." && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() && isModuleSource(rel) {
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !containsString(files, "Kbuild") && !containsString(files, "Makefile") {
+		return nil, fmt.Errorf("images: %s has no Kbuild or Makefile: not a kernel module folder", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ModuleKey is the cache key of a module build: the module's sources (names and contents) and
+// the kernel it is built for (release, Module.symvers and .config of KDIR). The same sources
+// for the same kernel give the same key, wherever the folders are.
+func ModuleKey(kdir, srcDir string) (string, error) {
+	files, err := moduleSources(srcDir)
+	if err != nil {
+		return "", err
+	}
+	release, err := headersRelease(kdir)
+	if err != nil {
+		return "", err
+	}
+	items := []string{"release " + release}
+	for _, f := range files {
+		sum, err := fileSHA256(filepath.Join(srcDir, filepath.FromSlash(f)))
+		if err != nil {
+			return "", err
+		}
+		items = append(items, "src "+f+" "+sum)
+	}
+	for _, f := range []string{"Module.symvers", ".config"} {
+		if sum, err := fileSHA256(filepath.Join(kdir, f)); err == nil {
+			items = append(items, "kdir "+f+" "+sum)
+		}
+	}
+	return Key(guestModuleLayout, items), nil
+}
+
+// moduleMarker is written last into a module build folder.
+type moduleMarker struct {
+	Key      string    `json:"key"`
+	Module   string    `json:"module"` // file name of the .ko in the folder
+	VerMagic string    `json:"vermagic"`
+	Created  time.Time `json:"created"`
+	Seconds  float64   `json:"build_seconds"`
+}
+
+// BuildModule builds the out-of-tree kernel module in srcDir against kdir (a configured kernel
+// tree or an unpacked headers folder) and returns the path of the .ko. The sources are copied
+// into <cacheDir>/guest-module-<key> (key: ModuleKey) and built there with
+// "make -C <kdir> M=<folder> modules", so srcDir stays clean and a second call with the same
+// sources and kernel returns the cached module without running make. The build is bounded by
+// ctx (5 minutes when ctx has no deadline); a failed build returns make's output.
+func BuildModule(ctx context.Context, kdir, srcDir, cacheDir string) (string, error) {
+	return buildModule(ctx, kdir, srcDir, cacheDir, nil)
+}
+
+func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	var err error
+	if kdir, err = filepath.Abs(kdir); err != nil {
+		return "", err
+	}
+	if srcDir, err = filepath.Abs(srcDir); err != nil {
+		return "", err
+	}
+	key, err := ModuleKey(kdir, srcDir)
+	if err != nil {
+		return "", err
+	}
+	release, _ := headersRelease(kdir)
+	final := filepath.Join(cache, "guest-module-"+key)
+	if p, ok := loadModuleBuild(final, key); ok {
+		return p, nil
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	l, err := lockFile(ctx, final+".lock", progress)
+	if err != nil {
+		return "", err
+	}
+	defer l.Unlock()
+	if p, ok := loadModuleBuild(final, key); ok {
+		return p, nil
+	}
+	stale, _ := filepath.Glob(final + ".tmp-*")
+	if _, err := os.Stat(final); err == nil {
+		stale = append(stale, final)
+	}
+	for _, s := range stale {
+		if err := os.RemoveAll(s); err != nil {
+			return "", err
+		}
+	}
+	tmp, err := os.MkdirTemp(cache, filepath.Base(final)+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	files, err := moduleSources(srcDir)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(srcDir, filepath.FromSlash(f)))
+		if err != nil {
+			return "", err
+		}
+		dst := filepath.Join(tmp, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return "", err
+		}
+	}
+
+	start := time.Now()
+	fmt.Fprintf(progress, "module: building %s for %s (make -C %s M=%s modules)\n", filepath.Base(srcDir), release, kdir, tmp)
+	if _, err := exec.LookPath("make"); err != nil {
+		return "", errors.New("images: make not found: install make and gcc (apt-get install make gcc-12)")
+	}
+	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "modules")
+	cmd.Env = moduleBuildEnv()
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return "", fmt.Errorf("images: building the module in %s against %s failed: %w%s\n%s",
+			srcDir, kdir, err, compilerHint(kdir), lastLines(out.String(), 80))
+	}
+	kos, _ := filepath.Glob(filepath.Join(tmp, "*.ko"))
+	if len(kos) == 0 {
+		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
+	}
+	ko := kos[0]
+	for _, k := range kos {
+		if filepath.Base(k) == "vgpu_test.ko" {
+			ko = k
+		}
+	}
+	info, err := ModuleInfo(ko)
+	if err != nil {
+		return "", err
+	}
+	vermagic := first(info["vermagic"])
+	if release != "" && !strings.HasPrefix(vermagic, release+" ") {
+		return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", filepath.Base(ko), vermagic, release)
+	}
+	m := moduleMarker{Key: key, Module: filepath.Base(ko), VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
+	b, _ := json.MarshalIndent(m, "", "  ")
+	if err := writeFileAtomic(filepath.Join(tmp, markerName), append(b, '\n')); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", err
+	}
+	done = true
+	fmt.Fprintf(progress, "module: built %s (vermagic %s) in %.1fs\n", m.Module, vermagic, m.Seconds)
+	return filepath.Join(final, m.Module), nil
+}
+
+func loadModuleBuild(dir, key string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, markerName))
+	if err != nil {
+		return "", false
+	}
+	var m moduleMarker
+	if json.Unmarshal(b, &m) != nil || m.Key != key || m.Module == "" {
+		return "", false
+	}
+	p := filepath.Join(dir, m.Module)
+	if _, err := os.Stat(p); err != nil {
+		return "", false
+	}
+	return p, true
+}
+
+// moduleBuildEnv is the environment of make: the caller's, in the C locale, without the
+// variables of an enclosing make (jobserver file descriptors we do not pass on).
+func moduleBuildEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		switch k {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "LC_ALL":
+			continue
+		}
+		env = append(env, e)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+// compilerHint names the compiler a Debian headers folder wants when it is not installed.
+func compilerHint(kdir string) string {
+	b, err := os.ReadFile(filepath.Join(kdir, ".kernelvariables"))
+	if err != nil {
+		return ""
+	}
+	for _, cc := range []string{"gcc-12", "gcc-13", "gcc-14", "gcc-11"} {
+		if bytes.Contains(b, []byte(cc)) {
+			if _, err := exec.LookPath(cc); err != nil {
+				return fmt.Sprintf(" (the kernel headers use %s, which is not installed: apt-get install %s)", cc, cc)
+			}
+		}
+	}
+	return ""
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// ModuleInfo reads a kernel module's .modinfo section (what modinfo prints): key=value strings
+// separated by NULs, e.g. vermagic, name, license, parm, alias, depends.
+func ModuleInfo(path string) (map[string][]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("images: %s: %w", path, err)
+	}
+	defer f.Close()
+	s := f.Section(".modinfo")
+	if s == nil {
+		return nil, fmt.Errorf("images: %s has no .modinfo section", path)
+	}
+	b, err := s.Data()
+	if err != nil {
+		return nil, err
+	}
+	return parseModinfo(b), nil
+}
+
+func parseModinfo(b []byte) map[string][]string {
+	info := map[string][]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok && k != "" {
+			info[k] = append(info[k], v)
+		}
+	}
+	return info
+}
