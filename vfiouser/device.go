@@ -109,15 +109,15 @@ type SetIRQs struct {
 
 // Peer is the client as seen from the device: the server→client requests. Methods block until
 // the client replies (or the connection drops), so they must never be called from inside a
-// Device method (the worker goroutine): QEMU serves them from its main loop, which may itself be
-// waiting for our reply.
+// Device method: QEMU serves them from its main loop, which may itself be waiting for our reply.
 type Peer interface {
 	DMARead(iova uint64, p []byte) error
 	DMAWrite(iova uint64, p []byte) error
 }
 
-// Device is the whole of what the server needs from the thing it serves. Every method is called
-// from the server's single worker goroutine, in the order the client's commands arrived.
+// Device is the whole of what the server needs from the thing it serves. The server calls its
+// methods one at a time, never concurrently, in the order the client's commands arrived (from
+// whichever goroutine holds the executor role; see the package doc).
 // Errors wrapping a syscall.Errno are replied with that errno; any other error replies EINVAL.
 type Device interface {
 	Info() DeviceInfo
