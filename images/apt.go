@@ -239,20 +239,37 @@ func (a *Apt) Download(ctx context.Context, pkgs []string, dir string) ([]string
 // Versions lists the versions of a package the private lists offer (apt-cache madison), highest
 // first. Update must have run.
 func (a *Apt) Versions(ctx context.Context, name string) ([]string, error) {
+	out, err := a.query(ctx, "madison", name)
+	if err != nil {
+		return nil, err
+	}
+	return parseMadison(out, name), nil
+}
+
+// Show returns the index record of name=version in the private lists (apt-cache show: a deb822
+// stanza with Depends, Source, ...). Update must have run.
+func (a *Apt) Show(ctx context.Context, name, version string) (string, error) {
+	return a.query(ctx, "show", name+"="+version)
+}
+
+// query runs apt-cache on the private lists and returns its output.
+func (a *Apt) query(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := withDefaultTimeout(ctx, time.Minute)
 	defer cancel()
 	l, err := a.lock(ctx)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer l.Unlock()
 	if err := a.prepare(); err != nil {
-		return nil, err
+		return "", err
 	}
-	out, err := a.run(ctx, "apt-cache", "", "madison", name)
-	if err != nil {
-		return nil, err
-	}
+	return a.run(ctx, "apt-cache", "", args...)
+}
+
+// parseMadison returns the versions of name in apt-cache madison output
+// ("name | version | source"), in the order listed.
+func parseMadison(out, name string) []string {
 	var vs []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "|")
@@ -260,7 +277,7 @@ func (a *Apt) Versions(ctx context.Context, name string) ([]string, error) {
 			vs = append(vs, strings.TrimSpace(f[1]))
 		}
 	}
-	return vs, nil
+	return vs
 }
 
 // DebFileName is the file name apt-get download gives a package: the epoch colon is escaped as

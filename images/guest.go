@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,18 @@ type GuestOptions struct {
 	// Gzip compresses the initramfs (gzip -1). The kernel takes both; uncompressed is the
 	// default: it builds in a few milliseconds and boots as fast.
 	Gzip bool
+
+	// StrictPin forbids the fallback from a pinned guest package the archive no longer serves
+	// (GuestKernelABI's kernel set, busybox-static) to the one it serves now: Guest fails
+	// instead. $VGPU_STRICT_PIN=1 does the same.
+	StrictPin bool
+}
+
+// strictPinEnv reports whether $VGPU_STRICT_PIN asks for StrictPin: any value but "", "0" and
+// "false".
+func strictPinEnv() bool {
+	v := strings.TrimSpace(os.Getenv("VGPU_STRICT_PIN"))
+	return v != "" && v != "0" && !strings.EqualFold(v, "false")
 }
 
 // GuestImage is everything needed to boot the test guest: qemu -kernel Kernel -initrd Initrd
@@ -64,8 +78,13 @@ type GuestImage struct {
 	// CmdlineBase is the kernel command line without test arguments:
 	// "console=ttyS0 panic=-1 quiet". The VM adds intel_iommu=on when it has an IOMMU.
 	CmdlineBase string
-	// Packages lists the pinned Debian packages used (name=version); empty for your own kernel.
+	// Packages lists the Debian kernel packages used (name=version): the pinned set, or the one
+	// Fallbacks names; empty for your own kernel.
 	Packages []string
+	// Fallbacks holds a warning for each pinned set (kernel, busybox-static) the archive no
+	// longer serves and that was replaced by what it serves now; empty when every pin held. See
+	// GuestOptions.StrictPin.
+	Fallbacks []string
 }
 
 // GuestCmdlineBase is GuestImage.CmdlineBase: the serial console for the report, a reboot
@@ -94,6 +113,11 @@ func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
 // the entry, so a second call reuses them without network, and any change (a pinned version,
 // a module source, /init) builds a new entry beside the old. Concurrent callers wait on lock
 // files.
+//
+// When a pinned set is not cached and the archive no longer serves it, Guest uses the kernel
+// (or busybox-static) the archive serves now, warns on Progress and in GuestImage.Fallbacks,
+// and records the choice so later calls reuse it without network (resolvePins);
+// GuestOptions.StrictPin or $VGPU_STRICT_PIN=1 makes it fail instead.
 func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	var progress io.Writer = io.Discard
 	if opts.Progress != nil {
@@ -123,27 +147,52 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 
 	start := time.Now()
 	kernelPkgs, busyboxPkgs := splitGuestPackages(guestPackages)
+	strict := opts.StrictPin || strictPinEnv()
 	g := &GuestImage{CmdlineBase: GuestCmdlineBase}
+	var used []string // cache entries to keep (pruneGuestCache)
 
 	// The busybox tree is needed in both cases; fetch it while the kernel is handled.
 	type bbResult struct {
 		path string
+		res  *pinResolution
 		err  error
 	}
 	bbc := make(chan bbResult, 1)
 	go func() {
-		p, err := provisionBusybox(ctx, cache, busyboxPkgs, mirrors, progress)
-		bbc <- bbResult{p, err}
+		res, err := resolvePins(ctx, cache, busyboxPins, busyboxPkgs, strict,
+			guestPinLister(cache, mirrors, busyboxPkgs, progress), progress)
+		var p string
+		if err == nil {
+			p, err = provisionBusybox(ctx, cache, res.Packages, mirrors, progress)
+		}
+		bbc <- bbResult{p, res, err}
 	}()
-	waitBusybox := func() (string, error) { r := <-bbc; return r.path, r.err }
+	waitBusybox := func() (string, error) {
+		r := <-bbc
+		if r.err == nil && r.res.Warning != "" {
+			g.Fallbacks = append(g.Fallbacks, r.res.Warning)
+			used = append(used, r.res.Record)
+		}
+		return r.path, r.err
+	}
 
 	var kdir string
 	var virtio []initrdFile
 	if opts.Kernel == "" && opts.HeadersDir == "" {
-		kt, err := provisionKernel(ctx, cache, kernelPkgs, mirrors, progress)
+		res, err := resolvePins(ctx, cache, kernelPins, kernelPkgs, strict,
+			guestPinLister(cache, mirrors, kernelPkgs, progress), progress)
 		if err != nil {
 			waitBusybox()
 			return nil, err
+		}
+		kt, err := provisionKernel(ctx, cache, res.Packages, mirrors, progress)
+		if err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		if res.Warning != "" {
+			g.Fallbacks = append(g.Fallbacks, res.Warning)
+			used = append(used, res.Record)
 		}
 		g.Kernel, g.PVH, g.KernelRelease, kdir, g.Packages = kt.Vmlinux, true, kt.Release, kt.KDir, kt.Packages
 		for _, m := range VirtioModules {
@@ -220,8 +269,160 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	}
 	fmt.Fprintf(progress, "guest: initrd %s in %.2fs; guest ready in %.1fs (kernel %s)\n",
 		filepath.Base(g.Initrd), time.Since(t).Seconds(), time.Since(start).Seconds(), g.KernelRelease)
-	pruneGuestCache(ctx, cache, []string{g.Kernel, g.Initrd, g.ModulePath, busybox}, guestCacheMaxAge, progress)
+	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox)
+	pruneGuestCache(ctx, cache, used, guestCacheMaxAge, progress)
 	return g, nil
+}
+
+// pinGroup is one group of pinned guest packages that resolvePins handles: the kernel set or
+// busybox-static.
+type pinGroup struct {
+	prefix   string // cache entry prefix of its tree: guest-kernel, guest-busybox
+	layout   string // layout tag of the tree's cache key
+	what     string // what a warning calls the set before describe's text ("kernel ")
+	update   string // what to update when the pin is stale
+	resolve  func(context.Context, pinLister, []GuestPackage) ([]GuestPackage, error)
+	describe func([]GuestPackage) string
+}
+
+var (
+	kernelPins = pinGroup{"guest-kernel", guestKernelLayout, "kernel ",
+		"GuestKernelABI and guestPackages in images/kernel.go", resolveKernelPin, describeKernelSet}
+	busyboxPins = pinGroup{"guest-busybox", guestBusyboxLayout, "",
+		"guestPackages in images/kernel.go", resolveLatestPin, describePackages}
+)
+
+// pinResolution is the package set resolvePins chose for a pinned group.
+type pinResolution struct {
+	Packages []GuestPackage
+	Warning  string // "" when the pin is used
+	Record   string // the file recording the fallback; "" when the pin is used
+}
+
+// pinRecord is the content of a <prefix>-<pinned key>.resolved file.
+type pinRecord struct {
+	Pinned   []string       `json:"pinned"` // name=version suite
+	Packages []GuestPackage `json:"packages"`
+	Resolved time.Time      `json:"resolved"`
+}
+
+func pinItems(pkgs []GuestPackage) []string {
+	items := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		items[i] = p.String() + " " + p.Suite
+	}
+	return items
+}
+
+func pinSuites(pkgs []GuestPackage) string {
+	var suites []string
+	for _, p := range pkgs {
+		if !containsString(suites, p.Suite) {
+			suites = append(suites, p.Suite)
+		}
+	}
+	return strings.Join(suites, ", ")
+}
+
+// fallbackWarning is the warning for using use instead of the pinned set.
+func (g pinGroup) fallbackWarning(pinned, use []GuestPackage) string {
+	return fmt.Sprintf("pinned %s%s is no longer served by %s; using %s — update %s",
+		g.what, g.describe(pinned), pinSuites(pinned), g.describe(use), g.update)
+}
+
+// resolvePins chooses the package set to provision for a pinned group:
+//   - the pinned set when its tree is cached (no network), or when the archive serves it;
+//   - otherwise the set g.resolve finds in the archive now (the current kernel ABI, the
+//     current busybox-static), with a warning on progress. The choice is recorded in
+//     <cache>/<prefix>-<pinned key>.resolved; while that set's tree is cached, later calls
+//     reuse it without network (and warn again), until the pin is updated.
+//
+// With strict the fallback is an error. open returns the lists of the pin's suite, updated;
+// it is called only when the network is needed.
+func resolvePins(ctx context.Context, cache string, g pinGroup, pinned []GuestPackage, strict bool,
+	open func(context.Context) (pinLister, error), progress io.Writer) (*pinResolution, error) {
+	if len(pinned) == 0 {
+		return &pinResolution{}, nil
+	}
+	pinnedKey := packagesKey(g.layout, pinned)
+	if _, ok := readTreeMarker(filepath.Join(cache, g.prefix+"-"+pinnedKey), pinnedKey); ok {
+		return &pinResolution{Packages: pinned}, nil
+	}
+	record := filepath.Join(cache, g.prefix+"-"+pinnedKey+".resolved")
+	if !strict {
+		if use, ok := readPinRecord(cache, record, g, pinned); ok {
+			w := g.fallbackWarning(pinned, use)
+			fmt.Fprintf(progress, "%s: WARNING: %s (chosen earlier, %s)\n", g.prefix, w, record)
+			return &pinResolution{Packages: use, Warning: w, Record: record}, nil
+		}
+	}
+	l, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	use, err := g.resolve(ctx, l, pinned)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Equal(use, pinned) {
+		return &pinResolution{Packages: pinned}, nil
+	}
+	if strict {
+		return nil, fmt.Errorf("images: pinned %s%s is no longer served by %s (it serves %s), and StrictPin / $VGPU_STRICT_PIN=1 forbids the fallback: update %s",
+			g.what, g.describe(pinned), pinSuites(pinned), g.describe(use), g.update)
+	}
+	w := g.fallbackWarning(pinned, use)
+	fmt.Fprintf(progress, "%s: WARNING: %s (set VGPU_STRICT_PIN=1 to fail instead)\n", g.prefix, w)
+	b, _ := json.MarshalIndent(pinRecord{Pinned: pinItems(pinned), Packages: use, Resolved: time.Now().UTC()}, "", "  ")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(record, append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return &pinResolution{Packages: use, Warning: w, Record: record}, nil
+}
+
+// readPinRecord returns the set a record chose for pinned, if its tree is complete.
+func readPinRecord(cache, record string, g pinGroup, pinned []GuestPackage) ([]GuestPackage, bool) {
+	b, err := os.ReadFile(record)
+	if err != nil {
+		return nil, false
+	}
+	var r pinRecord
+	if json.Unmarshal(b, &r) != nil || len(r.Packages) == 0 || !slices.Equal(r.Pinned, pinItems(pinned)) {
+		return nil, false
+	}
+	key := packagesKey(g.layout, r.Packages)
+	if _, ok := readTreeMarker(filepath.Join(cache, g.prefix+"-"+key), key); !ok {
+		return nil, false
+	}
+	return r.Packages, true
+}
+
+// guestPinLister returns the open function of resolvePins: the private apt root of the pinned
+// set's suites, updated (once a minute at most; the download reuses the lists).
+func guestPinLister(cache string, mirrors guestMirrors, pinned []GuestPackage, progress io.Writer) func(context.Context) (pinLister, error) {
+	return func(ctx context.Context) (pinLister, error) {
+		if len(pinned) == 0 {
+			return nil, errors.New("images: empty pinned set")
+		}
+		m := mirrors.forSuite(pinned[0].Suite)
+		var suites []string
+		for _, p := range pinned {
+			if mirrors.forSuite(p.Suite) != m {
+				return nil, fmt.Errorf("images: the pinned set %s spans two archives", describePackages(pinned))
+			}
+			if !containsString(suites, p.Suite) {
+				suites = append(suites, p.Suite)
+			}
+		}
+		a := guestApt(cache, m, suites, progress)
+		if err := updateGuestApt(ctx, a); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
 }
 
 // guestCacheMaxAge: Guest removes guest-* cache entries that no call has used for this long
@@ -245,7 +446,7 @@ func guestEntry(cache, path string) string {
 func entryStamp(cache, name string) string {
 	p := filepath.Join(cache, name)
 	switch {
-	case strings.HasPrefix(name, "guest-initrd-"):
+	case strings.HasPrefix(name, "guest-initrd-"), strings.HasSuffix(name, ".resolved"):
 		return p
 	case strings.HasPrefix(name, "guest-vmlinux-"):
 		return filepath.Join(p, "vmlinux")
@@ -278,9 +479,9 @@ func pruneGuestCache(ctx context.Context, cache string, used []string, maxAge ti
 		note := func() {
 			fmt.Fprintf(progress, "guest: removing %s (unused since %s)\n", p, st.ModTime().Format(time.DateOnly))
 		}
-		if strings.HasPrefix(name, "guest-initrd-") {
+		if strings.HasPrefix(name, "guest-initrd-") || strings.HasSuffix(name, ".resolved") {
 			note()
-			os.Remove(p) // content-addressed, written by rename: nothing to lock
+			os.Remove(p) // content-addressed or a record, written by rename: nothing to lock
 			continue
 		}
 		// The lock file stays: removing it would let a waiter and a newcomer lock two different

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,13 +69,24 @@ func TestGuestEndToEnd(t *testing.T) {
 		t.Errorf("leftovers: %v", left)
 	}
 
-	// The private lists serve exactly the pinned versions (Apt.Versions is apt-cache madison).
+	// The private lists serve the kernel versions used (Apt.Versions is apt-cache madison): the
+	// pinned ones, or those of the fallback when the archive has moved on.
 	mirrors := guestMirrors{HostMirror(), HostSecurityMirror()}
-	for _, p := range guestPackages {
+	pinnedKernel, pinnedBusybox := splitGuestPackages(GuestPackages())
+	used := usedKernelSet(t, g, pinnedKernel)
+	if len(g.Fallbacks) != 0 {
+		t.Logf("the archive no longer serves a pin: %q", g.Fallbacks)
+	} else if !slices.Equal(used, pinnedKernel) {
+		t.Errorf("no fallback, but the kernel set used is %v", used)
+	}
+	for _, p := range append(used, pinnedBusybox...) {
 		vs, err := guestApt(cache, mirrors.forSuite(p.Suite), []string{p.Suite}, nil).Versions(ctx, p.Name)
-		if err != nil || !containsString(vs, p.Version) {
-			t.Errorf("%s from %s: served %v (%v)", p.Package, p.Suite, vs, err)
-		} else {
+		switch {
+		case err != nil:
+			t.Errorf("%s from %s: %v", p.Package, p.Suite, err)
+		case !containsString(vs, p.Version) && (p.Name != "busybox-static" || len(g.Fallbacks) == 0):
+			t.Errorf("%s from %s: served %v", p.Package, p.Suite, vs)
+		default:
 			t.Logf("%s: %s serves %v", p.Name, p.Suite, vs)
 		}
 	}
@@ -130,18 +142,23 @@ func TestGuestEndToEnd(t *testing.T) {
 		t.Errorf("own kernel: %+v", *own)
 	}
 
-	// A pinned version the archive no longer serves fails with what it serves instead.
-	kern, _ := splitGuestPackages(GuestPackages())
+	// provisionKernel takes a set as it is: a version the archive no longer serves fails with
+	// what it serves instead.
+	kern := append([]GuestPackage(nil), used...)
 	kern[0].Version = "6.1.0-0"
 	_, err = provisionKernel(ctx, cache, kern, mirrors, &lineLogger{t: t, prefix: "[stale] "})
-	if err == nil || !strings.Contains(err.Error(), kern[0].Name+"=6.1.0-0 (served: "+guestPackages[0].Version) {
-		t.Errorf("stale pin: %v", err)
+	if err == nil || !strings.Contains(err.Error(), kern[0].Name+"=6.1.0-0 (served: "+used[0].Version) {
+		t.Errorf("stale set: %v", err)
 	} else {
-		t.Logf("stale pin: %v", err)
+		t.Logf("stale set: %v", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(cache, "guest-kernel-"+GuestKernelKey(kern)+"*")); len(left) != 1 {
 		t.Errorf("after a failed provisioning want only the lock file, have %v", left)
 	}
+
+	// Guest falls back from stale pins to what the archive serves now, here the sets already
+	// provisioned, so nothing is downloaded again.
+	t.Run("stale-pins", func(t *testing.T) { checkStalePins(t, ctx, cache, src, g, used) })
 
 	// Boot it.
 	qemu, err := QEMU(ctx, QEMUOptions{Progress: &lineLogger{t: t, prefix: "[qemu] "}})
@@ -182,10 +199,94 @@ func TestGuestEndToEnd(t *testing.T) {
 	})
 }
 
+// usedKernelSet returns the kernel set a guest was provisioned from (GuestImage.Packages) with
+// the suites of the pinned set.
+func usedKernelSet(t *testing.T, g *GuestImage, pinned []GuestPackage) []GuestPackage {
+	t.Helper()
+	if len(g.Packages) != len(pinned) {
+		t.Fatalf("guest packages %v, pinned %v", g.Packages, pinned)
+	}
+	var used []GuestPackage
+	for i, p := range g.Packages {
+		n, v, _ := strings.Cut(p, "=")
+		used = append(used, GuestPackage{Package{n, v}, pinned[i].Suite})
+	}
+	return used
+}
+
+// checkStalePins runs Guest with pins the archive no longer serves (the pinned names at
+// versions that never existed): it must use the sets the archive serves (those g used), warn,
+// work offline afterwards, and fail with StrictPin.
+func checkStalePins(t *testing.T, ctx context.Context, cache, src string, g *GuestImage, used []GuestPackage) {
+	saved := guestPackages
+	t.Cleanup(func() { guestPackages = saved })
+	stale := GuestPackages()
+	for i := range stale {
+		stale[i].Version += "~stale"
+	}
+	guestPackages = stale
+	kern, bb := splitGuestPackages(stale)
+
+	// The resolution alone, against the real lists.
+	mirrors := guestMirrors{HostMirror(), HostSecurityMirror()}
+	l, err := guestPinLister(cache, mirrors, kern, &lineLogger{t: t, prefix: "[lists] "})(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := resolveKernelPin(ctx, l, kern); err != nil || !slices.Equal(got, used) {
+		t.Errorf("resolveKernelPin(stale) = %v %v, want %v", got, err, used)
+	}
+
+	var out bytes.Buffer
+	s, err := Guest(ctx, GuestOptions{CacheDir: cache, ModuleSrc: src, Progress: io.MultiWriter(&out, &lineLogger{t: t, prefix: "[stale-pins] "})})
+	if err != nil {
+		t.Fatalf("stale pins: %v", err)
+	}
+	if s.Kernel != g.Kernel || s.Initrd != g.Initrd || !slices.Equal(s.Packages, g.Packages) || len(s.Fallbacks) != 2 {
+		t.Errorf("stale pins gave\n%+v\nwant the guest\n%+v", *s, *g)
+	}
+	want := fmt.Sprintf("guest-kernel: WARNING: pinned kernel %s is no longer served by %s; using %s — update GuestKernelABI and guestPackages in images/kernel.go",
+		describeKernelSet(kern), kern[0].Suite, describeKernelSet(used))
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "guest-busybox: WARNING: pinned busybox-static "+bb[0].Version+" is no longer served") {
+		t.Errorf("no warnings like %q in\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "Debian packages into") {
+		t.Errorf("the fallback provisioned again:\n%s", out.String())
+	}
+
+	// Offline: the recorded choice is reused.
+	off, err := Guest(ctx, GuestOptions{CacheDir: cache, ModuleSrc: src, Mirror: "http://127.0.0.1:9/debian",
+		SecurityMirror: "http://127.0.0.1:9/debian-security", Progress: &lineLogger{t: t, prefix: "[stale-offline] "}})
+	if err != nil || off.Kernel != g.Kernel || off.Initrd != g.Initrd || len(off.Fallbacks) != 2 {
+		t.Errorf("stale pins offline: %v %+v", err, off)
+	}
+
+	// Strict: an error naming the pin and what to do.
+	_, err = Guest(ctx, GuestOptions{CacheDir: cache, ModuleSrc: src, StrictPin: true, Progress: &lineLogger{t: t, prefix: "[strict] "}})
+	if err == nil || !strings.Contains(err.Error(), "forbids the fallback") {
+		t.Errorf("StrictPin with stale pins: %v", err)
+	} else {
+		t.Logf("strict: %v", err)
+	}
+	t.Setenv("VGPU_STRICT_PIN", "1")
+	if _, err = Guest(ctx, GuestOptions{CacheDir: cache, ModuleSrc: src}); err == nil {
+		t.Errorf("VGPU_STRICT_PIN=1 with stale pins: no error")
+	}
+}
+
 // checkGuest checks the artefacts of a provisioned guest.
 func checkGuest(t *testing.T, g *GuestImage) {
 	t.Helper()
-	if g.KernelRelease != GuestKernelRelease() || !g.PVH || g.CmdlineBase != GuestCmdlineBase {
+	release := GuestKernelRelease()
+	if len(g.Fallbacks) != 0 {
+		kernel, _ := splitGuestPackages(GuestPackages())
+		abi, flavour, _, err := kernelSetABI(usedKernelSet(t, g, kernel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release = abi + "-" + flavour
+	}
+	if g.KernelRelease != release || !g.PVH || g.CmdlineBase != GuestCmdlineBase {
 		t.Errorf("guest %+v", *g)
 	}
 	f, err := os.Open(g.Kernel)
@@ -203,7 +304,7 @@ func checkGuest(t *testing.T, g *GuestImage) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vm := first(info["vermagic"]); !strings.HasPrefix(vm, GuestKernelRelease()+" SMP ") {
+	if vm := first(info["vermagic"]); !strings.HasPrefix(vm, release+" SMP ") {
 		t.Errorf("vermagic %q", vm)
 	}
 	if first(info["name"]) != "vgpu_test" || first(info["license"]) != "GPL" {
@@ -217,7 +318,7 @@ func checkGuest(t *testing.T, g *GuestImage) {
 		if filepath.Base(p) != VirtioModules[i]+".ko" {
 			t.Errorf("virtio module %d: %s", i, p)
 		}
-		if info, err := ModuleInfo(p); err != nil || !strings.HasPrefix(first(info["vermagic"]), GuestKernelRelease()+" ") {
+		if info, err := ModuleInfo(p); err != nil || !strings.HasPrefix(first(info["vermagic"]), release+" ") {
 			t.Errorf("%s: %v %v", p, info["vermagic"], err)
 		}
 	}

@@ -684,6 +684,9 @@ func TestGuestPinnedTable(t *testing.T) {
 		if p.Suite != "bookworm-security" && p.Suite != "bookworm" {
 			t.Errorf("%s: suite %s", p.Name, p.Suite)
 		}
+		if p.Suite != kernel[0].Suite {
+			t.Errorf("%s: suite %s, the image is in %s (a fallback resolves the set in one suite)", p.Name, p.Suite, kernel[0].Suite)
+		}
 	}
 	if len(want) != 0 {
 		t.Errorf("missing from the kernel set: %v", want)

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,10 +30,14 @@ type GuestPackage struct {
 // vermagic of every module) is GuestKernelABI + "-cloud-amd64".
 //
 // guestPackages is the only place the guest's versions live. The kernel set comes from
-// bookworm-security, which carries newer kernels than bookworm between point releases; when a
-// newer kernel replaces it there, provisioning fails with the versions that are served (see
-// hintGuestMissing): update GuestKernelABI and the table together (TestGuestPinnedTable checks
-// they agree). Any change gives new cache keys, so old trees are never reused by mistake.
+// bookworm-security, which carries newer kernels than bookworm between point releases and
+// drops the old one at every kernel security update (about monthly). The pin stays the
+// preferred set; when the archive no longer serves it, Guest falls back to the kernel the
+// archive serves now (resolveKernelPin: the ABI linux-image-cloud-amd64 depends on) and says so
+// on its progress writer, and likewise to the served busybox-static after a point release
+// (resolveLatestPin); GuestOptions.StrictPin or $VGPU_STRICT_PIN=1 makes it fail instead. Update
+// GuestKernelABI and the table together (TestGuestPinnedTable checks they agree). Cache keys
+// are made from the versions actually used, so trees are never reused by mistake.
 const GuestKernelABI = "6.1.0-57"
 
 var guestPackages = []GuestPackage{
@@ -80,6 +85,225 @@ func splitGuestPackages(pkgs []GuestPackage) (kernel, busybox []GuestPackage) {
 		}
 	}
 	return kernel, busybox
+}
+
+// pinLister is what resolving a pin needs from the private lists of the pin's suite: *Apt, or
+// a fake with canned apt-cache output in tests.
+type pinLister interface {
+	// Versions lists the versions served of a package, highest first (apt-cache madison).
+	Versions(ctx context.Context, name string) ([]string, error)
+	// Show returns the index record of name=version (apt-cache show); "" when not served.
+	Show(ctx context.Context, name, version string) (string, error)
+}
+
+// kernelImageRE splits the name of a Debian kernel image package, linux-image-<abi>-<flavour>
+// (linux-image-6.1.0-57-cloud-amd64: abi 6.1.0-57, flavour cloud-amd64).
+var kernelImageRE = regexp.MustCompile(`^linux-image-([0-9]+\.[0-9]+\.[0-9]+-[0-9]+)-([a-z0-9][a-z0-9-]*)$`)
+
+// kernelSetABI returns the ABI, flavour and version of the linux-image-* package of a kernel set.
+func kernelSetABI(pkgs []GuestPackage) (abi, flavour, version string, err error) {
+	for _, p := range pkgs {
+		if m := kernelImageRE.FindStringSubmatch(p.Name); m != nil {
+			return m[1], m[2], p.Version, nil
+		}
+	}
+	return "", "", "", errors.New("images: the guest kernel set has no linux-image-<abi>-<flavour> package")
+}
+
+// describeKernelSet names a kernel set for people: "6.1.0-57 (6.1.192-3)".
+func describeKernelSet(pkgs []GuestPackage) string {
+	abi, _, version, err := kernelSetABI(pkgs)
+	if err != nil {
+		return fmt.Sprint(pkgs)
+	}
+	return abi + " (" + version + ")"
+}
+
+// describePackages names a package set for people: "busybox-static 1:1.35.0-4+deb12u1+b1".
+func describePackages(pkgs []GuestPackage) string {
+	s := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		s[i] = p.Name + " " + p.Version
+	}
+	return strings.Join(s, ", ")
+}
+
+// kbuildPackage is the name of the kbuild package of a kernel ABI: linux-kbuild-<major>.<minor>.
+func kbuildPackage(abi string) string {
+	f := strings.SplitN(abi, ".", 3)
+	return "linux-kbuild-" + f[0] + "." + f[1]
+}
+
+// unservedPins returns the packages of pkgs whose version the lists do not serve, each as
+// "name=version (served: ...)".
+func unservedPins(ctx context.Context, l pinLister, pkgs []GuestPackage) ([]string, error) {
+	var gone []string
+	for _, p := range pkgs {
+		vs, err := l.Versions(ctx, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !containsString(vs, p.Version) {
+			served := strings.Join(vs, ", ")
+			if served == "" {
+				served = "nothing"
+			}
+			gone = append(gone, fmt.Sprintf("%s (served: %s)", p.Package, served))
+		}
+	}
+	return gone, nil
+}
+
+// rebaseKernelSet moves a kernel set from ABI from to ABI to at version: every package named
+// after the ABI (linux-image-, linux-headers-<abi>-...) is renamed, linux-kbuild-<major.minor>
+// follows the ABI, and all take version (one source upload builds them all).
+func rebaseKernelSet(pkgs []GuestPackage, from, to, version string) []GuestPackage {
+	out := make([]GuestPackage, len(pkgs))
+	for i, p := range pkgs {
+		switch {
+		case p.Name == kbuildPackage(from):
+			p.Name = kbuildPackage(to)
+		case strings.Contains(p.Name, "-"+from+"-"):
+			p.Name = strings.Replace(p.Name, "-"+from+"-", "-"+to+"-", 1)
+		}
+		p.Version = version
+		out[i] = p
+	}
+	return out
+}
+
+// metapackageTarget reads the kernel a flavour's metapackage record (apt-cache show
+// linux-image-<flavour>) depends on: linux-image-<abi>-<flavour> and the version it requires
+// ("" when the dependency carries no "(= version)").
+func metapackageTarget(record, flavour string) (abi, version string, ok bool) {
+	for _, dep := range controlList(controlField(record, "Depends")) {
+		for _, alt := range strings.Split(dep, "|") {
+			name, rel, _ := strings.Cut(strings.TrimSpace(alt), "(")
+			name, _, _ = strings.Cut(strings.TrimSpace(name), ":")
+			m := kernelImageRE.FindStringSubmatch(name)
+			if m == nil || m[2] != flavour {
+				continue
+			}
+			rel = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rel), ")"))
+			if v, ok := strings.CutPrefix(rel, "="); ok {
+				version = strings.TrimSpace(v)
+			}
+			return m[1], version, true
+		}
+	}
+	return "", "", false
+}
+
+// controlField returns the value of field in the first deb822 stanza of record, continuation
+// lines joined with spaces; "" when absent.
+func controlField(record, field string) string {
+	var val []string
+	in := false
+	for _, line := range strings.Split(strings.ReplaceAll(record, "\r\n", "\n"), "\n") {
+		if line == "" && (in || len(val) > 0) {
+			break
+		}
+		if in && (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")) {
+			val = append(val, strings.TrimSpace(line))
+			continue
+		}
+		in = false
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), field) {
+			in = true
+			val = append(val, strings.TrimSpace(v))
+		}
+	}
+	return strings.Join(val, " ")
+}
+
+// controlList splits a relationship field at its commas.
+func controlList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// resolveKernelPin returns the kernel set to provision for the pinned set: pinned itself when
+// the lists serve every package at its pinned version; otherwise the set of the kernel the
+// archive serves now: the ABI and version the flavour's metapackage (linux-image-cloud-amd64)
+// depends on, with every package of the set served at that version. The metapackage's versions
+// are tried highest first; it is an error when none names a complete set.
+func resolveKernelPin(ctx context.Context, l pinLister, pinned []GuestPackage) ([]GuestPackage, error) {
+	abi, flavour, _, err := kernelSetABI(pinned)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := unservedPins(ctx, l, pinned)
+	if err != nil || len(gone) == 0 {
+		return pinned, err
+	}
+	meta := "linux-image-" + flavour
+	metaVersions, err := l.Versions(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	var tried []string
+	for _, mv := range metaVersions {
+		record, err := l.Show(ctx, meta, mv)
+		if err != nil {
+			return nil, err
+		}
+		newABI, version, ok := metapackageTarget(record, flavour)
+		if !ok {
+			tried = append(tried, fmt.Sprintf("%s=%s names no linux-image-*-%s", meta, mv, flavour))
+			continue
+		}
+		versions := []string{version}
+		if version == "" {
+			if versions, err = l.Versions(ctx, "linux-image-"+newABI+"-"+flavour); err != nil {
+				return nil, err
+			}
+			if len(versions) == 0 {
+				tried = append(tried, fmt.Sprintf("%s=%s → linux-image-%s-%s, which is not served", meta, mv, newABI, flavour))
+			}
+		}
+		for _, v := range versions {
+			set := rebaseKernelSet(pinned, abi, newABI, v)
+			missing, err := unservedPins(ctx, l, set)
+			if err != nil {
+				return nil, err
+			}
+			if len(missing) == 0 {
+				return set, nil
+			}
+			tried = append(tried, fmt.Sprintf("%s=%s → %s, but %s", meta, mv, describeKernelSet(set), strings.Join(missing, "; ")))
+		}
+	}
+	if len(metaVersions) == 0 {
+		tried = append(tried, "the lists have no "+meta)
+	}
+	return nil, fmt.Errorf("images: pinned kernel %s is no longer served (%s) and no complete current kernel set was found: %s",
+		describeKernelSet(pinned), strings.Join(gone, "; "), strings.Join(tried, "; "))
+}
+
+// resolveLatestPin returns pinned with each package the lists no longer serve at its pinned
+// version moved to the highest version they serve (busybox-static after a point release). It is
+// an error when a package is not served at all.
+func resolveLatestPin(ctx context.Context, l pinLister, pinned []GuestPackage) ([]GuestPackage, error) {
+	out := append([]GuestPackage(nil), pinned...)
+	for i, p := range out {
+		vs, err := l.Versions(ctx, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		if containsString(vs, p.Version) {
+			continue
+		}
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("images: pinned %s is no longer served, and no version of %s is", p.Package, p.Name)
+		}
+		out[i].Version = vs[0]
+	}
+	return out, nil
 }
 
 // KernelTree is an unpacked pinned kernel: image, modules, headers (KDIR) and kbuild in one
@@ -431,6 +655,47 @@ func guestApt(cache, mirror string, suites []string, progress io.Writer) *Apt {
 	return a
 }
 
+// guestAptUpdates records, per private root (by Dir), when this process last updated it; its
+// mutex makes a second caller wait for an update under way and then skip its own.
+var guestAptUpdates struct {
+	sync.Mutex
+	dirs map[string]*guestAptUpdate
+}
+
+type guestAptUpdate struct {
+	sync.Mutex
+	at time.Time
+}
+
+// updateGuestApt runs a.Update unless this process updated the same root less than a minute
+// ago (and its lists are still there): resolving the pins updates the lists just before the
+// download would, and concurrent Guest calls need one update, not one each.
+func updateGuestApt(ctx context.Context, a *Apt) error {
+	guestAptUpdates.Lock()
+	if guestAptUpdates.dirs == nil {
+		guestAptUpdates.dirs = map[string]*guestAptUpdate{}
+	}
+	u := guestAptUpdates.dirs[a.Dir]
+	if u == nil {
+		u = &guestAptUpdate{}
+		guestAptUpdates.dirs[a.Dir] = u
+	}
+	guestAptUpdates.Unlock()
+	u.Lock()
+	defer u.Unlock()
+	if time.Since(u.at) < time.Minute {
+		if _, err := os.Stat(filepath.Join(a.Dir, "cache", "pkgcache.bin")); err == nil {
+			return nil
+		}
+	}
+	start := time.Now()
+	if err := a.Update(ctx); err != nil {
+		return err
+	}
+	u.at = start
+	return nil
+}
+
 // downloadGuestPackages fetches pkgs, grouped by mirror (the security archive has its own URI),
 // each group through its own verified private apt root; the updates run in parallel.
 func downloadGuestPackages(ctx context.Context, cache string, pkgs []GuestPackage, mirrors guestMirrors, dir string, progress io.Writer) ([]string, error) {
@@ -458,7 +723,7 @@ func downloadGuestPackages(ctx context.Context, cache string, pkgs []GuestPackag
 	for _, g := range groups {
 		m := mirrors.forSuite(g.pkgs[0].Suite)
 		g.apt = guestApt(cache, m, g.suites, progress)
-		go func() { errs <- g.apt.Update(ctx) }()
+		go func() { errs <- updateGuestApt(ctx, g.apt) }()
 	}
 	var uerr []error
 	for range groups {
@@ -495,21 +760,8 @@ func containsString(list []string, s string) bool {
 // serves, and what it serves instead; for a kernel package it also names the newest kernel
 // ABI on offer.
 func hintGuestMissing(ctx context.Context, apt *Apt, pkgs []GuestPackage, err error) error {
-	var gone []string
-	for _, p := range pkgs {
-		vs, verr := apt.Versions(ctx, p.Name)
-		if verr != nil {
-			return err
-		}
-		if !containsString(vs, p.Version) {
-			served := strings.Join(vs, ", ")
-			if served == "" {
-				served = "nothing"
-			}
-			gone = append(gone, fmt.Sprintf("%s (served: %s)", p.Package, served))
-		}
-	}
-	if len(gone) == 0 {
+	gone, verr := unservedPins(ctx, apt, pkgs)
+	if verr != nil || len(gone) == 0 {
 		return err
 	}
 	hint := ""
