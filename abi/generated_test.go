@@ -41,7 +41,7 @@ func TestHeaderCompiles(t *testing.T) {
 	src := filepath.Join(dir, "t.c")
 	inc, _ := filepath.Abs("../guest/include")
 	code := "#include \"vgpu_abi.h\"\n_Static_assert(VGPU_ID_MAGIC_VALUE == 0x55504756, \"magic\");\n" +
-		"_Static_assert(VGPU_REG_SCRATCH_0 == 0x100, \"scratch\");\nint x;\n"
+		"_Static_assert(VGPU_REG_SCRATCH_0 == 0x30100, \"scratch\");\n_Static_assert(VGPU_HQD_REG(1, VGPU_REG_HQD_ACTIVE) == 0x1100, \"hqd\");\nint x;\n"
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +62,20 @@ func TestBlocksAreWellFormed(t *testing.T) {
 		if b.Base < end {
 			t.Errorf("block %s at %#x overlaps the previous block (ends %#x)", b.Name, b.Base, end)
 		}
+		if b.Count > 1 && b.Stride*b.Count != b.Size {
+			t.Errorf("block %s: %d instances of %#x bytes do not make its size %#x", b.Name, b.Count, b.Stride, b.Size)
+		}
 		end = b.Base + b.Size
 		if end > abi.REGS_MSIX_TABLE_OFFSET {
 			t.Errorf("block %s reaches into the MSI-X page", b.Name)
 		}
 		seen := map[uint32]bool{}
 		for _, r := range b.Registers {
-			if r.Offset%4 != 0 || r.Offset+4 > b.Size {
+			limit := b.Size
+			if b.Count > 1 {
+				limit = b.Stride
+			}
+			if r.Offset%4 != 0 || r.Offset+4 > limit {
 				t.Errorf("register %s_%s at %#x outside block or unaligned", b.Name, r.Name, r.Offset)
 			}
 			if seen[r.Offset] {

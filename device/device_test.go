@@ -218,12 +218,12 @@ func TestMemorySpaceGatesBARs(t *testing.T) {
 func TestUnclaimedRegistersAreCounted(t *testing.T) {
 	r := newRig(t)
 	r.enable(false)
-	if got := r.reg(0x1000); got != 0 {
+	if got := r.reg(0x20000); got != 0 {
 		t.Errorf("unclaimed read = %#x", got)
 	}
-	r.setReg(0x1000, 1)
+	r.setReg(0x20000, 1)
 	d := r.dev.Diagnostics()
-	if len(d.Unclaimed) != 1 || d.Unclaimed[0].Offset != 0x1000 || d.Unclaimed[0].Count != 2 {
+	if len(d.Unclaimed) != 1 || d.Unclaimed[0].Offset != 0x20000 || d.Unclaimed[0].Count != 2 {
 		t.Errorf("unclaimed = %+v", d.Unclaimed)
 	}
 }

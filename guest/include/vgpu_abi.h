@@ -28,25 +28,6 @@
 #define VGPU_REG_ID_MSIX_VECTORS 0x1cULL
 /* RO. Number of 64-bit doorbells in BAR2. */
 #define VGPU_REG_ID_DOORBELL_COUNT 0x20ULL
-/* Eight scratch registers: plain storage, cleared by reset, for ring and MMIO tests. */
-#define VGPU_BLOCK_SCRATCH_BASE 0x100ULL
-#define VGPU_BLOCK_SCRATCH_SIZE 0x20ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_0 0x100ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_1 0x104ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_2 0x108ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_3 0x10cULL
-/* RW. */
-#define VGPU_REG_SCRATCH_4 0x110ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_5 0x114ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_6 0x118ULL
-/* RW. */
-#define VGPU_REG_SCRATCH_7 0x11cULL
 /* Self-test block: proves the interrupt and DMA paths end to end without any engine. */
 #define VGPU_BLOCK_SELFTEST_BASE 0x200ULL
 #define VGPU_BLOCK_SELFTEST_SIZE 0x100ULL
@@ -79,6 +60,281 @@
 #define VGPU_REG_SELFTEST_DMA_STATUS 0x224ULL
 /* RO. Number of self-test transfers that completed successfully. */
 #define VGPU_REG_SELFTEST_DMA_COUNT 0x228ULL
+/* GPU memory controller for kernel work (VMID 0): the VRAM aperture, the flat GART and fault reporting. */
+#define VGPU_BLOCK_GMC_BASE 0x400ULL
+#define VGPU_BLOCK_GMC_SIZE 0x100ULL
+/* RO. GPU address where VRAM appears (the frame-buffer aperture), low 32 bits. */
+#define VGPU_REG_GMC_FB_BASE_LO 0x400ULL
+/* RO. Frame-buffer aperture, high 32 bits. The aperture is ID_VRAM_SIZE bytes long. */
+#define VGPU_REG_GMC_FB_BASE_HI 0x404ULL
+/* RW. GART control. */
+#define VGPU_REG_GMC_GART_CNTL 0x408ULL
+/* Translate the GART aperture through the table. */
+#define VGPU_REG_GMC_GART_CNTL__ENABLE__SHIFT 0x0ULL
+#define VGPU_REG_GMC_GART_CNTL__ENABLE_MASK 0x1ULL
+/* RW. First GPU address of the GART aperture (4 KiB aligned), low 32 bits. */
+#define VGPU_REG_GMC_GART_START_LO 0x40cULL
+/* RW. */
+#define VGPU_REG_GMC_GART_START_HI 0x410ULL
+/* RW. Last GPU address of the GART aperture (inclusive; aperture size = END - START + 1), low 32 bits. */
+#define VGPU_REG_GMC_GART_END_LO 0x414ULL
+/* RW. */
+#define VGPU_REG_GMC_GART_END_HI 0x418ULL
+/* RW. The GART table in PDE format: address bits [47:12] of the table, PDE_VALID, and PDE_SYSTEM when the table is in system memory (a DMA address) rather than VRAM (an offset). Low 32 bits. */
+#define VGPU_REG_GMC_GART_TABLE_LO 0x41cULL
+/* RW. */
+#define VGPU_REG_GMC_GART_TABLE_HI 0x420ULL
+/* RO. The first translation fault since the last clear. */
+#define VGPU_REG_GMC_VM_FAULT_STATUS 0x424ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__VALID__SHIFT 0x0ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__VALID_MASK 0x1ULL
+/* The access was a write. */
+#define VGPU_REG_GMC_VM_FAULT_STATUS__WRITE__SHIFT 0x1ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__WRITE_MASK 0x2ULL
+/* More faults happened after the latched one. */
+#define VGPU_REG_GMC_VM_FAULT_STATUS__MORE__SHIFT 0x2ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__MORE_MASK 0x4ULL
+/* A VM_FAULT_* value. */
+#define VGPU_REG_GMC_VM_FAULT_STATUS__REASON__SHIFT 0x4ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__REASON_MASK 0xf0ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__VMID__SHIFT 0x8ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__VMID_MASK 0xf00ULL
+/* Hardware queue slot of the faulting engine. */
+#define VGPU_REG_GMC_VM_FAULT_STATUS__SLOT__SHIFT 0x10ULL
+#define VGPU_REG_GMC_VM_FAULT_STATUS__SLOT_MASK 0xff0000ULL
+/* RO. Faulting GPU address, low 32 bits. */
+#define VGPU_REG_GMC_VM_FAULT_ADDR_LO 0x428ULL
+/* RO. */
+#define VGPU_REG_GMC_VM_FAULT_ADDR_HI 0x42cULL
+/* WO. Write CLEAR to clear and re-arm VM_FAULT_STATUS. */
+#define VGPU_REG_GMC_VM_FAULT_CNTL 0x430ULL
+#define VGPU_REG_GMC_VM_FAULT_CNTL__CLEAR__SHIFT 0x0ULL
+#define VGPU_REG_GMC_VM_FAULT_CNTL__CLEAR_MASK 0x1ULL
+/* WO. Write a VMID bit mask: drop cached translations of those VMIDs (GART entries included). */
+#define VGPU_REG_GMC_VM_INVALIDATE 0x434ULL
+/* Interrupt handler ring: the device writes 32-byte AMD IV entries into a ring in GPU memory and raises IH_MSIX_VECTOR. */
+#define VGPU_BLOCK_IH_BASE 0x500ULL
+#define VGPU_BLOCK_IH_SIZE 0x100ULL
+/* RW. Ring control (AMD IH_RB_CNTL layout). */
+#define VGPU_REG_IH_RB_CNTL 0x500ULL
+#define VGPU_REG_IH_RB_CNTL__RB_ENABLE__SHIFT 0x0ULL
+#define VGPU_REG_IH_RB_CNTL__RB_ENABLE_MASK 0x1ULL
+/* log2 of the ring size in dwords. */
+#define VGPU_REG_IH_RB_CNTL__RB_SIZE__SHIFT 0x1ULL
+#define VGPU_REG_IH_RB_CNTL__RB_SIZE_MASK 0x3eULL
+#define VGPU_REG_IH_RB_CNTL__WPTR_WRITEBACK_ENABLE__SHIFT 0x8ULL
+#define VGPU_REG_IH_RB_CNTL__WPTR_WRITEBACK_ENABLE_MASK 0x100ULL
+/* On overflow keep writing over the oldest entries and flag RB_OVERFLOW; otherwise drop new entries. */
+#define VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_ENABLE__SHIFT 0x10ULL
+#define VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_ENABLE_MASK 0x10000ULL
+#define VGPU_REG_IH_RB_CNTL__ENABLE_INTR__SHIFT 0x11ULL
+#define VGPU_REG_IH_RB_CNTL__ENABLE_INTR_MASK 0x20000ULL
+/* Writing 1 clears RB_OVERFLOW. */
+#define VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_CLEAR__SHIFT 0x1fULL
+#define VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_CLEAR_MASK 0x80000000ULL
+/* RW. Ring GPU address (256-byte aligned), low 32 bits. */
+#define VGPU_REG_IH_RB_BASE_LO 0x504ULL
+/* RW. */
+#define VGPU_REG_IH_RB_BASE_HI 0x508ULL
+/* RW. Read pointer in bytes, written by the driver after it consumed entries. */
+#define VGPU_REG_IH_RB_RPTR 0x50cULL
+/* RO. Write pointer (AMD IH_RB_WPTR layout). */
+#define VGPU_REG_IH_RB_WPTR 0x510ULL
+#define VGPU_REG_IH_RB_WPTR__RB_OVERFLOW__SHIFT 0x0ULL
+#define VGPU_REG_IH_RB_WPTR__RB_OVERFLOW_MASK 0x1ULL
+/* Byte offset of the next entry, in dwords<<2. */
+#define VGPU_REG_IH_RB_WPTR__OFFSET__SHIFT 0x2ULL
+#define VGPU_REG_IH_RB_WPTR__OFFSET_MASK 0x3fffcULL
+/* RW. GPU address where the device writes RB_WPTR after each batch, low 32 bits. */
+#define VGPU_REG_IH_RB_WPTR_ADDR_LO 0x514ULL
+/* RW. */
+#define VGPU_REG_IH_RB_WPTR_ADDR_HI 0x518ULL
+/* RW. Let a doorbell carry RB_RPTR. */
+#define VGPU_REG_IH_DOORBELL_RPTR 0x51cULL
+/* Doorbell dword index. */
+#define VGPU_REG_IH_DOORBELL_RPTR__OFFSET__SHIFT 0x0ULL
+#define VGPU_REG_IH_DOORBELL_RPTR__OFFSET_MASK 0x3ffffffULL
+#define VGPU_REG_IH_DOORBELL_RPTR__ENABLE__SHIFT 0x1cULL
+#define VGPU_REG_IH_DOORBELL_RPTR__ENABLE_MASK 0x10000000ULL
+/* RW. MSI-X vector raised for new entries (0 after reset). */
+#define VGPU_REG_IH_MSIX_VECTOR 0x520ULL
+/* RO. Entries written since reset. */
+#define VGPU_REG_IH_ENTRIES 0x524ULL
+/* RO. Entries dropped (ring disabled, full without overflow, or unwritable). */
+#define VGPU_REG_IH_DROPPED 0x528ULL
+/* Host data path: the CPU's window to VRAM. vgpu keeps no HDP cache, but the flush handshakes work as on AMD parts. */
+#define VGPU_BLOCK_HDP_BASE 0x600ULL
+#define VGPU_BLOCK_HDP_SIZE 0x40ULL
+/* WO. Any write flushes the host data path. */
+#define VGPU_REG_HDP_MEM_FLUSH_CNTL 0x600ULL
+/* WO. Any write invalidates the host data path read cache. */
+#define VGPU_REG_HDP_READ_CACHE_INVALIDATE 0x604ULL
+/* WO. Per-client flush request bits (as GPU_HDP_FLUSH_REQ); each requested bit is set in FLUSH_DONE once done. */
+#define VGPU_REG_HDP_FLUSH_REQ 0x608ULL
+/* RO. Per-client flush done bits (as GPU_HDP_FLUSH_DONE). */
+#define VGPU_REG_HDP_FLUSH_DONE 0x60cULL
+/* RO. Number of flushes done. */
+#define VGPU_REG_HDP_FLUSHES 0x610ULL
+/* The GPU's write-back L2 cache model (128-byte lines, deterministic) and its strict mode. */
+#define VGPU_BLOCK_L2_BASE 0x700ULL
+#define VGPU_BLOCK_L2_SIZE 0x100ULL
+/* RW. */
+#define VGPU_REG_L2_CNTL 0x700ULL
+/* Report coherence mistakes: stale reads and fences written over dirty lines. */
+#define VGPU_REG_L2_CNTL__STRICT__SHIFT 0x0ULL
+#define VGPU_REG_L2_CNTL__STRICT_MASK 0x1ULL
+/* RO. Strict mode: engine reads that returned a cached line older than memory. */
+#define VGPU_REG_L2_STALE_READS 0x704ULL
+/* RO. Strict mode: fences written while the queue's earlier writes were still only in L2. */
+#define VGPU_REG_L2_DIRTY_FENCES 0x708ULL
+/* RO. The last strict-mode event. */
+#define VGPU_REG_L2_LAST_EVENT 0x70cULL
+/* An L2_EVENT_* value. */
+#define VGPU_REG_L2_LAST_EVENT__KIND__SHIFT 0x0ULL
+#define VGPU_REG_L2_LAST_EVENT__KIND_MASK 0xfULL
+/* Hardware queue slot. */
+#define VGPU_REG_L2_LAST_EVENT__SLOT__SHIFT 0x8ULL
+#define VGPU_REG_L2_LAST_EVENT__SLOT_MASK 0xff00ULL
+/* RO. Address of the last strict-mode event (GPU address), low 32 bits. */
+#define VGPU_REG_L2_LAST_ADDR_LO 0x710ULL
+/* RO. */
+#define VGPU_REG_L2_LAST_ADDR_HI 0x714ULL
+/* RO. Lines resident. */
+#define VGPU_REG_L2_LINES 0x718ULL
+/* RO. Lines resident and dirty. */
+#define VGPU_REG_L2_DIRTY_LINES 0x71cULL
+/* WO. MMIO cache maintenance. */
+#define VGPU_REG_L2_CONTROL 0x720ULL
+/* Write back every dirty line. */
+#define VGPU_REG_L2_CONTROL__WB__SHIFT 0x0ULL
+#define VGPU_REG_L2_CONTROL__WB_MASK 0x1ULL
+/* Invalidate every line (after WB when both are set). */
+#define VGPU_REG_L2_CONTROL__INV__SHIFT 0x1ULL
+#define VGPU_REG_L2_CONTROL__INV_MASK 0x2ULL
+/* Command processor: engine-wide identity and counters. */
+#define VGPU_BLOCK_CP_BASE 0x800ULL
+#define VGPU_BLOCK_CP_SIZE 0x100ULL
+/* RO. Hardware queue slots: slot 0 is the graphics queue, slots 1.. are compute (pipe-major). */
+#define VGPU_REG_CP_HQD_COUNT 0x800ULL
+/* RO. */
+#define VGPU_REG_CP_COMPUTE_PIPES 0x804ULL
+/* RO. */
+#define VGPU_REG_CP_QUEUES_PER_PIPE 0x808ULL
+/* RO. PM4 packets executed since reset, low 32 bits. */
+#define VGPU_REG_CP_PACKETS_LO 0x80cULL
+/* RO. */
+#define VGPU_REG_CP_PACKETS_HI 0x810ULL
+/* RO. Queue halts (errors) since reset. */
+#define VGPU_REG_CP_HALTS 0x814ULL
+/* RO. Deepest indirect-buffer nesting accepted (2: IB1 and IB2). */
+#define VGPU_REG_CP_IB_MAX_DEPTH 0x818ULL
+/* Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE. */
+#define VGPU_BLOCK_HQD_BASE 0x1000ULL
+#define VGPU_BLOCK_HQD_SIZE 0x1100ULL
+#define VGPU_BLOCK_HQD_COUNT 0x11ULL
+/* Bytes between instances; REG_HQD_* are offsets inside an instance. */
+#define VGPU_BLOCK_HQD_STRIDE 0x100ULL
+/* RW. Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs. */
+#define VGPU_REG_HQD_ACTIVE 0x0ULL
+/* RW. VMID the queue's memory accesses use (0: kernel). */
+#define VGPU_REG_HQD_VMID 0x4ULL
+/* RW. Ring GPU address (256-byte aligned), low 32 bits. */
+#define VGPU_REG_HQD_PQ_BASE_LO 0x8ULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_BASE_HI 0xcULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_CONTROL 0x10ULL
+/* Ring size is 2^(QUEUE_SIZE+1) dwords (AMD encoding); 256 B to 8 MiB. */
+#define VGPU_REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT 0x0ULL
+#define VGPU_REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK 0x3fULL
+/* Do not write the read pointer back to memory. */
+#define VGPU_REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR__SHIFT 0x1bULL
+#define VGPU_REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK 0x8000000ULL
+/* RO. Read pointer in dwords (wraps with the ring). */
+#define VGPU_REG_HQD_PQ_RPTR 0x14ULL
+/* RW. GPU address where the CP writes the 32-bit rptr after each batch, low 32 bits. */
+#define VGPU_REG_HQD_PQ_RPTR_REPORT_ADDR_LO 0x18ULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_RPTR_REPORT_ADDR_HI 0x1cULL
+/* RW. GPU address of a 64-bit wptr the CP polls when WPTR_POLL_EN is set, low 32 bits. */
+#define VGPU_REG_HQD_PQ_WPTR_POLL_ADDR_LO 0x20ULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_WPTR_POLL_ADDR_HI 0x24ULL
+/* RW. Write pointer in dwords (monotonic, 64-bit); writing it kicks the queue like a doorbell. */
+#define VGPU_REG_HQD_PQ_WPTR_LO 0x28ULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_WPTR_HI 0x2cULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_DOORBELL_CONTROL 0x30ULL
+/* Doorbell dword index (64-bit doorbell k is dword 2k). */
+#define VGPU_REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT 0x2ULL
+#define VGPU_REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK 0xffffffcULL
+#define VGPU_REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN__SHIFT 0x1eULL
+#define VGPU_REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK 0x40000000ULL
+/* RW. */
+#define VGPU_REG_HQD_PQ_WPTR_POLL_CNTL 0x34ULL
+/* Poll the wptr at PQ_WPTR_POLL_ADDR (also on every kick). */
+#define VGPU_REG_HQD_PQ_WPTR_POLL_CNTL__EN__SHIFT 0x0ULL
+#define VGPU_REG_HQD_PQ_WPTR_POLL_CNTL__EN_MASK 0x1ULL
+/* Poll period in microseconds (0: 100). */
+#define VGPU_REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US__SHIFT 0x8ULL
+#define VGPU_REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US_MASK 0xffff00ULL
+/* WO. A DEQUEUE_* value: stop the queue at a packet boundary (drain) or at once, discarding its state and error (reset). */
+#define VGPU_REG_HQD_DEQUEUE_REQUEST 0x38ULL
+/* RO. */
+#define VGPU_REG_HQD_STATUS 0x3cULL
+/* A HQD_STATE_* value. */
+#define VGPU_REG_HQD_STATUS__STATE__SHIFT 0x0ULL
+#define VGPU_REG_HQD_STATUS__STATE_MASK 0xfULL
+/* A CP_ERROR_* value when halted. */
+#define VGPU_REG_HQD_STATUS__ERROR__SHIFT 0x8ULL
+#define VGPU_REG_HQD_STATUS__ERROR_MASK 0xff00ULL
+/* RO. GPU address of the packet (or data) that halted the queue, low 32 bits. */
+#define VGPU_REG_HQD_ERROR_ADDR_LO 0x40ULL
+/* RO. */
+#define VGPU_REG_HQD_ERROR_ADDR_HI 0x44ULL
+/* RO. The offending packet header, or the faulting address's low bits for memory errors. */
+#define VGPU_REG_HQD_ERROR_INFO 0x48ULL
+/* RO. RELEASE_MEM fences written by this queue since it was started. */
+#define VGPU_REG_HQD_FENCES 0x4cULL
+/* Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0). */
+#define VGPU_BLOCK_CONFIG_BASE 0x8000ULL
+#define VGPU_BLOCK_CONFIG_SIZE 0x20ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_0 0x8000ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_1 0x8004ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_2 0x8008ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_3 0x800cULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_4 0x8010ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_5 0x8014ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_6 0x8018ULL
+/* RW. */
+#define VGPU_REG_CONFIG_SCRATCH_7 0x801cULL
+/* Eight scratch registers in the UCONFIG space (SET_UCONFIG_REG offset 0x40 is SCRATCH_0, as SCRATCH_REG0 on AMD parts): plain storage, cleared by reset, for ring and MMIO tests. */
+#define VGPU_BLOCK_SCRATCH_BASE 0x30100ULL
+#define VGPU_BLOCK_SCRATCH_SIZE 0x20ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_0 0x30100ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_1 0x30104ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_2 0x30108ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_3 0x3010cULL
+/* RW. */
+#define VGPU_REG_SCRATCH_4 0x30110ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_5 0x30114ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_6 0x30118ULL
+/* RW. */
+#define VGPU_REG_SCRATCH_7 0x3011cULL
 /* Default vendor ID (QEMU's experimental range). */
 #define VGPU_PCI_VENDOR_ID 0x1234ULL
 /* Default device ID ("VP"). */
@@ -130,5 +386,383 @@
 #define VGPU_SELFTEST_DMA_STATUS_ERR_FAULT 0x4ULL
 /* DMA_LEN is zero, not a multiple of 4, or too large. */
 #define VGPU_SELFTEST_DMA_STATUS_ERR_LENGTH 0x5ULL
+/* 0 = type-0, 2 = type-2 filler, 3 = type-3. */
+#define VGPU_PM4_HEADER_TYPE__SHIFT 0x1eULL
+#define VGPU_PM4_HEADER_TYPE_MASK 0xc0000000ULL
+/* Type-3: payload dwords minus one. */
+#define VGPU_PM4_HEADER_COUNT__SHIFT 0x10ULL
+#define VGPU_PM4_HEADER_COUNT_MASK 0x3fff0000ULL
+/* Type-3 IT_OPCODE. */
+#define VGPU_PM4_HEADER_OPCODE__SHIFT 0x8ULL
+#define VGPU_PM4_HEADER_OPCODE_MASK 0xff00ULL
+/* 1 = compute. */
+#define VGPU_PM4_HEADER_SHADER_TYPE__SHIFT 0x1ULL
+#define VGPU_PM4_HEADER_SHADER_TYPE_MASK 0x2ULL
+#define VGPU_PM4_HEADER_PREDICATE__SHIFT 0x0ULL
+#define VGPU_PM4_HEADER_PREDICATE_MASK 0x1ULL
+/* A type-2 filler dword. */
+#define VGPU_PM4_TYPE2_NOP 0x80000000ULL
+/* PACKET3(NOP, 0x3FFF): a NOP with no payload, the ring filler amdgpu and mesa use. */
+#define VGPU_PM4_NOP_ONE_DWORD 0xffff1000ULL
+#define VGPU_PM4_TYPE3 0x3ULL
+#define VGPU_PM4_TYPE2 0x2ULL
+#define VGPU_PM4_IT_NOP 0x10ULL
+/* Runs a built-in kernel (see KERNEL_*). */
+#define VGPU_PM4_IT_DISPATCH_DIRECT 0x15ULL
+#define VGPU_PM4_IT_WRITE_DATA 0x37ULL
+#define VGPU_PM4_IT_WAIT_REG_MEM 0x3cULL
+#define VGPU_PM4_IT_INDIRECT_BUFFER 0x3fULL
+#define VGPU_PM4_IT_COPY_DATA 0x40ULL
+#define VGPU_PM4_IT_PFP_SYNC_ME 0x42ULL
+#define VGPU_PM4_IT_EVENT_WRITE 0x46ULL
+#define VGPU_PM4_IT_RELEASE_MEM 0x49ULL
+#define VGPU_PM4_IT_DMA_DATA 0x50ULL
+#define VGPU_PM4_IT_ACQUIRE_MEM 0x58ULL
+#define VGPU_PM4_IT_SET_CONFIG_REG 0x68ULL
+#define VGPU_PM4_IT_SET_SH_REG 0x76ULL
+#define VGPU_PM4_IT_SET_UCONFIG_REG 0x79ULL
+#define VGPU_PM4_SPACE_CONFIG_BASE 0x2000ULL
+#define VGPU_PM4_SPACE_CONFIG_END 0x2c00ULL
+/* SH registers are per-queue state (COMPUTE_USER_DATA_*), not MMIO. */
+#define VGPU_PM4_SPACE_SH_BASE 0x2c00ULL
+#define VGPU_PM4_SPACE_SH_END 0x3000ULL
+#define VGPU_PM4_SPACE_UCONFIG_BASE 0xc000ULL
+#define VGPU_PM4_SPACE_UCONFIG_END 0xc400ULL
+/* WRITE_DATA_DST_*. */
+#define VGPU_PM4_WRITE_DATA_DST_SEL__SHIFT 0x8ULL
+#define VGPU_PM4_WRITE_DATA_DST_SEL_MASK 0xf00ULL
+/* Write every dword to the same address. */
+#define VGPU_PM4_WRITE_DATA_WR_ONE_ADDR__SHIFT 0x10ULL
+#define VGPU_PM4_WRITE_DATA_WR_ONE_ADDR_MASK 0x10000ULL
+#define VGPU_PM4_WRITE_DATA_WR_CONFIRM__SHIFT 0x14ULL
+#define VGPU_PM4_WRITE_DATA_WR_CONFIRM_MASK 0x100000ULL
+/* CACHE_POLICY_*. */
+#define VGPU_PM4_WRITE_DATA_CACHE_POLICY__SHIFT 0x19ULL
+#define VGPU_PM4_WRITE_DATA_CACHE_POLICY_MASK 0x6000000ULL
+#define VGPU_PM4_WRITE_DATA_ENGINE_SEL__SHIFT 0x1eULL
+#define VGPU_PM4_WRITE_DATA_ENGINE_SEL_MASK 0xc0000000ULL
+/* Register: DW2 is a dword offset into the register BAR. */
+#define VGPU_PM4_WRITE_DATA_DST_REG 0x0ULL
+/* Memory, synchronous. */
+#define VGPU_PM4_WRITE_DATA_DST_MEM_GRBM 0x1ULL
+/* Memory through L2. */
+#define VGPU_PM4_WRITE_DATA_DST_TC_L2 0x2ULL
+/* Memory. */
+#define VGPU_PM4_WRITE_DATA_DST_MEM 0x5ULL
+#define VGPU_PM4_CACHE_POLICY_LRU 0x0ULL
+#define VGPU_PM4_CACHE_POLICY_STREAM 0x1ULL
+#define VGPU_PM4_CACHE_POLICY_NOA 0x2ULL
+/* Do not use L2. */
+#define VGPU_PM4_CACHE_POLICY_BYPASS 0x3ULL
+/* IB size in dwords. */
+#define VGPU_PM4_IB_SIZE__SHIFT 0x0ULL
+#define VGPU_PM4_IB_SIZE_MASK 0xfffffULL
+/* Replace the current IB instead of nesting. */
+#define VGPU_PM4_IB_CHAIN__SHIFT 0x14ULL
+#define VGPU_PM4_IB_CHAIN_MASK 0x100000ULL
+#define VGPU_PM4_IB_VALID__SHIFT 0x17ULL
+#define VGPU_PM4_IB_VALID_MASK 0x800000ULL
+#define VGPU_PM4_IB_VMID__SHIFT 0x18ULL
+#define VGPU_PM4_IB_VMID_MASK 0xf000000ULL
+#define VGPU_PM4_RELEASE_MEM_EVENT_TYPE__SHIFT 0x0ULL
+#define VGPU_PM4_RELEASE_MEM_EVENT_TYPE_MASK 0x3fULL
+#define VGPU_PM4_RELEASE_MEM_EVENT_INDEX__SHIFT 0x8ULL
+#define VGPU_PM4_RELEASE_MEM_EVENT_INDEX_MASK 0xf00ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLM_WB__SHIFT 0xcULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLM_WB_MASK 0x1000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLM_INV__SHIFT 0xdULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLM_INV_MASK 0x2000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLV_INV__SHIFT 0xeULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GLV_INV_MASK 0x4000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL1_INV__SHIFT 0xfULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL1_INV_MASK 0x8000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_US__SHIFT 0x10ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_US_MASK 0x10000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_RANGE__SHIFT 0x11ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_RANGE_MASK 0x20000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_DISCARD__SHIFT 0x13ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK 0x80000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_INV__SHIFT 0x14ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_INV_MASK 0x100000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_WB__SHIFT 0x15ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_GL2_WB_MASK 0x200000ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_SEQ__SHIFT 0x16ULL
+#define VGPU_PM4_RELEASE_MEM_GCR_SEQ_MASK 0x400000ULL
+#define VGPU_PM4_RELEASE_MEM_CACHE_POLICY__SHIFT 0x19ULL
+#define VGPU_PM4_RELEASE_MEM_CACHE_POLICY_MASK 0x6000000ULL
+#define VGPU_PM4_RELEASE_MEM_EXECUTE__SHIFT 0x1cULL
+#define VGPU_PM4_RELEASE_MEM_EXECUTE_MASK 0x10000000ULL
+/* DW2: 0 memory, 1 TC/L2. */
+#define VGPU_PM4_RELEASE_MEM_DST_SEL__SHIFT 0x10ULL
+#define VGPU_PM4_RELEASE_MEM_DST_SEL_MASK 0x30000ULL
+/* DW2: 0 none, 1 interrupt, 2 interrupt after the data write is confirmed. */
+#define VGPU_PM4_RELEASE_MEM_INT_SEL__SHIFT 0x18ULL
+#define VGPU_PM4_RELEASE_MEM_INT_SEL_MASK 0x7000000ULL
+/* DW2: 0 none, 1 low 32 bits, 2 64 bits, 3 GPU clock, 4 system clock. */
+#define VGPU_PM4_RELEASE_MEM_DATA_SEL__SHIFT 0x1dULL
+#define VGPU_PM4_RELEASE_MEM_DATA_SEL_MASK 0xe0000000ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLI_INV__SHIFT 0x0ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLI_INV_MASK 0x3ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLM_WB__SHIFT 0x4ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLM_WB_MASK 0x10ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLM_INV__SHIFT 0x5ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLM_INV_MASK 0x20ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLK_WB__SHIFT 0x6ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLK_WB_MASK 0x40ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLK_INV__SHIFT 0x7ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLK_INV_MASK 0x80ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLV_INV__SHIFT 0x8ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GLV_INV_MASK 0x100ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL1_INV__SHIFT 0x9ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL1_INV_MASK 0x200ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_US__SHIFT 0xaULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_US_MASK 0x400ULL
+/* 0 all, 2 the given range. */
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_RANGE__SHIFT 0xbULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_RANGE_MASK 0x1800ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_DISCARD__SHIFT 0xdULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_DISCARD_MASK 0x2000ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_INV__SHIFT 0xeULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_INV_MASK 0x4000ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_WB__SHIFT 0xfULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK 0x8000ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_SEQ__SHIFT 0x10ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_SEQ_MASK 0x30000ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_RANGE_IS_PA__SHIFT 0x12ULL
+#define VGPU_PM4_ACQUIRE_MEM_GCR_RANGE_IS_PA_MASK 0x40000ULL
+/* 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >. */
+#define VGPU_PM4_WAIT_REG_MEM_FUNCTION__SHIFT 0x0ULL
+#define VGPU_PM4_WAIT_REG_MEM_FUNCTION_MASK 0x7ULL
+/* 0 register, 1 memory. */
+#define VGPU_PM4_WAIT_REG_MEM_MEM_SPACE__SHIFT 0x4ULL
+#define VGPU_PM4_WAIT_REG_MEM_MEM_SPACE_MASK 0x30ULL
+/* 0 wait, 1 write REG_ADDR1 with the reference then wait on REG_ADDR2. */
+#define VGPU_PM4_WAIT_REG_MEM_OPERATION__SHIFT 0x6ULL
+#define VGPU_PM4_WAIT_REG_MEM_OPERATION_MASK 0xc0ULL
+#define VGPU_PM4_WAIT_REG_MEM_ENGINE__SHIFT 0x8ULL
+#define VGPU_PM4_WAIT_REG_MEM_ENGINE_MASK 0x300ULL
+#define VGPU_PM4_WAIT_REG_MEM_CACHE_POLICY__SHIFT 0x19ULL
+#define VGPU_PM4_WAIT_REG_MEM_CACHE_POLICY_MASK 0x6000000ULL
+/* DW6: poll period in microseconds (0: 1). */
+#define VGPU_PM4_WAIT_REG_MEM_POLL_INTERVAL__SHIFT 0x0ULL
+#define VGPU_PM4_WAIT_REG_MEM_POLL_INTERVAL_MASK 0xffffULL
+#define VGPU_PM4_EVENT_TYPE__SHIFT 0x0ULL
+#define VGPU_PM4_EVENT_TYPE_MASK 0x3fULL
+#define VGPU_PM4_EVENT_INDEX__SHIFT 0x8ULL
+#define VGPU_PM4_EVENT_INDEX_MASK 0xf00ULL
+/* Wait until earlier work of the queue completed (a barrier). */
+#define VGPU_PM4_EVENT_CS_PARTIAL_FLUSH 0x7ULL
+/* The end-of-pipe event RELEASE_MEM fences use. */
+#define VGPU_PM4_EVENT_CACHE_FLUSH_AND_INV_TS_EVENT 0x14ULL
+#define VGPU_PM4_EVENT_BOTTOM_OF_PIPE_TS 0x28ULL
+/* EVENT_INDEX of end-of-pipe events. */
+#define VGPU_PM4_EVENT_INDEX_EOP 0x5ULL
+#define VGPU_PM4_EVENT_INDEX_CS_PARTIAL_FLUSH 0x4ULL
+#define VGPU_PM4_DMA_DATA_ENGINE__SHIFT 0x0ULL
+#define VGPU_PM4_DMA_DATA_ENGINE_MASK 0x1ULL
+#define VGPU_PM4_DMA_DATA_SRC_CACHE_POLICY__SHIFT 0xdULL
+#define VGPU_PM4_DMA_DATA_SRC_CACHE_POLICY_MASK 0x6000ULL
+/* 0 address, 3 address via L2. */
+#define VGPU_PM4_DMA_DATA_DST_SEL__SHIFT 0x14ULL
+#define VGPU_PM4_DMA_DATA_DST_SEL_MASK 0x300000ULL
+#define VGPU_PM4_DMA_DATA_DST_CACHE_POLICY__SHIFT 0x19ULL
+#define VGPU_PM4_DMA_DATA_DST_CACHE_POLICY_MASK 0x6000000ULL
+/* 0 address, 2 immediate data (fill), 3 address via L2. */
+#define VGPU_PM4_DMA_DATA_SRC_SEL__SHIFT 0x1dULL
+#define VGPU_PM4_DMA_DATA_SRC_SEL_MASK 0x60000000ULL
+#define VGPU_PM4_DMA_DATA_CP_SYNC__SHIFT 0x1fULL
+#define VGPU_PM4_DMA_DATA_CP_SYNC_MASK 0x80000000ULL
+/* DW6. */
+#define VGPU_PM4_DMA_DATA_BYTE_COUNT__SHIFT 0x0ULL
+#define VGPU_PM4_DMA_DATA_BYTE_COUNT_MASK 0x3ffffffULL
+/* DW6: source is a register. */
+#define VGPU_PM4_DMA_DATA_SAS__SHIFT 0x1aULL
+#define VGPU_PM4_DMA_DATA_SAS_MASK 0x4000000ULL
+/* DW6: destination is a register. */
+#define VGPU_PM4_DMA_DATA_DAS__SHIFT 0x1bULL
+#define VGPU_PM4_DMA_DATA_DAS_MASK 0x8000000ULL
+/* DW6: do not increment the source address. */
+#define VGPU_PM4_DMA_DATA_SAIC__SHIFT 0x1cULL
+#define VGPU_PM4_DMA_DATA_SAIC_MASK 0x10000000ULL
+/* DW6: do not increment the destination address. */
+#define VGPU_PM4_DMA_DATA_DAIC__SHIFT 0x1dULL
+#define VGPU_PM4_DMA_DATA_DAIC_MASK 0x20000000ULL
+#define VGPU_PM4_DMA_DATA_RAW_WAIT__SHIFT 0x1eULL
+#define VGPU_PM4_DMA_DATA_RAW_WAIT_MASK 0x40000000ULL
+#define VGPU_PM4_DMA_DATA_SEL_ADDR 0x0ULL
+#define VGPU_PM4_DMA_DATA_SEL_DATA 0x2ULL
+#define VGPU_PM4_DMA_DATA_SEL_ADDR_L2 0x3ULL
+/* 0 register, 2 memory via L2, 5 immediate, 9 GPU clock. */
+#define VGPU_PM4_COPY_DATA_SRC_SEL__SHIFT 0x0ULL
+#define VGPU_PM4_COPY_DATA_SRC_SEL_MASK 0xfULL
+/* 0 register, 2 memory via L2, 5 memory. */
+#define VGPU_PM4_COPY_DATA_DST_SEL__SHIFT 0x8ULL
+#define VGPU_PM4_COPY_DATA_DST_SEL_MASK 0xf00ULL
+#define VGPU_PM4_COPY_DATA_SRC_CACHE_POLICY__SHIFT 0xdULL
+#define VGPU_PM4_COPY_DATA_SRC_CACHE_POLICY_MASK 0x6000ULL
+/* 1 = 64 bits. */
+#define VGPU_PM4_COPY_DATA_COUNT_SEL__SHIFT 0x10ULL
+#define VGPU_PM4_COPY_DATA_COUNT_SEL_MASK 0x10000ULL
+#define VGPU_PM4_COPY_DATA_WR_CONFIRM__SHIFT 0x14ULL
+#define VGPU_PM4_COPY_DATA_WR_CONFIRM_MASK 0x100000ULL
+#define VGPU_PM4_COPY_DATA_DST_CACHE_POLICY__SHIFT 0x19ULL
+#define VGPU_PM4_COPY_DATA_DST_CACHE_POLICY_MASK 0x6000000ULL
+#define VGPU_PM4_COPY_DATA_SEL_REG 0x0ULL
+#define VGPU_PM4_COPY_DATA_SEL_TC_L2 0x2ULL
+/* Memory (as destination) or immediate (as source). */
+#define VGPU_PM4_COPY_DATA_SEL_MEM 0x5ULL
+#define VGPU_PM4_COPY_DATA_SEL_GPU_CLOCK 0x9ULL
+/* DISPATCH_DIRECT: the KERNEL_* to run. */
+#define VGPU_SH_COMPUTE_USER_DATA_0 0x240ULL
+/* Destination address, low 32 bits. */
+#define VGPU_SH_COMPUTE_USER_DATA_1 0x241ULL
+/* Destination address, high 32 bits. */
+#define VGPU_SH_COMPUTE_USER_DATA_2 0x242ULL
+/* Source address (copy), low 32 bits. */
+#define VGPU_SH_COMPUTE_USER_DATA_3 0x243ULL
+/* Source address (copy), high 32 bits. */
+#define VGPU_SH_COMPUTE_USER_DATA_4 0x244ULL
+/* Fill value. */
+#define VGPU_SH_COMPUTE_USER_DATA_5 0x245ULL
+/* USER_DATA_0..15 exist. */
+#define VGPU_SH_COMPUTE_USER_DATA_COUNT 0x10ULL
+#define VGPU_KERNEL_NONE 0x0ULL
+/* Write USER_DATA_5 to every dword of the destination. */
+#define VGPU_KERNEL_FILL 0x1ULL
+/* Copy source dwords to the destination. */
+#define VGPU_KERNEL_COPY 0x2ULL
+/* Add 1 per workgroup to the dword at the destination. */
+#define VGPU_KERNEL_INCREMENT 0x3ULL
+/* Never finishes: the queue stays busy until a dequeue reset (hang tests). */
+#define VGPU_KERNEL_ENDLESS 0x4ULL
+#define VGPU_KERNEL_GROUP_DWORDS 0x40ULL
+#define VGPU_IH_ENTRY_BYTES 0x20ULL
+#define VGPU_IH_DW0_CLIENT_ID__SHIFT 0x0ULL
+#define VGPU_IH_DW0_CLIENT_ID_MASK 0xffULL
+#define VGPU_IH_DW0_SOURCE_ID__SHIFT 0x8ULL
+#define VGPU_IH_DW0_SOURCE_ID_MASK 0xff00ULL
+#define VGPU_IH_DW0_RING_ID__SHIFT 0x10ULL
+#define VGPU_IH_DW0_RING_ID_MASK 0xff0000ULL
+#define VGPU_IH_DW0_VMID__SHIFT 0x18ULL
+#define VGPU_IH_DW0_VMID_MASK 0xf000000ULL
+#define VGPU_IH_DW0_VMID_TYPE__SHIFT 0x1fULL
+#define VGPU_IH_DW0_VMID_TYPE_MASK 0x80000000ULL
+/* DW1 holds TIMESTAMP[31:0]. */
+#define VGPU_IH_DW2_TIMESTAMP_HI__SHIFT 0x0ULL
+#define VGPU_IH_DW2_TIMESTAMP_HI_MASK 0xffffULL
+#define VGPU_IH_DW2_TIMESTAMP_SRC__SHIFT 0x1fULL
+#define VGPU_IH_DW2_TIMESTAMP_SRC_MASK 0x80000000ULL
+#define VGPU_IH_DW3_PASID__SHIFT 0x0ULL
+#define VGPU_IH_DW3_PASID_MASK 0xffffULL
+#define VGPU_IH_DW3_NODE_ID__SHIFT 0x10ULL
+#define VGPU_IH_DW3_NODE_ID_MASK 0xff0000ULL
+/* CP ring id: pipe. */
+#define VGPU_IH_RING_ID_PIPE__SHIFT 0x0ULL
+#define VGPU_IH_RING_ID_PIPE_MASK 0x3ULL
+/* CP ring id: micro engine (0 gfx, 1 compute). */
+#define VGPU_IH_RING_ID_ME__SHIFT 0x2ULL
+#define VGPU_IH_RING_ID_ME_MASK 0xcULL
+/* CP ring id: queue. */
+#define VGPU_IH_RING_ID_QUEUE__SHIFT 0x4ULL
+#define VGPU_IH_RING_ID_QUEUE_MASK 0x70ULL
+/* Client of VM faults. */
+#define VGPU_IH_CLIENT_GFX 0xaULL
+/* Client of CP interrupts. */
+#define VGPU_IH_CLIENT_GRBM_CP 0x14ULL
+/* With CLIENT_GFX: DW4 = address[43:12], DW5 [3:0] = address[47:44], bit 5 write. */
+#define VGPU_IH_SRC_VM_FAULT 0x0ULL
+/* A reserved packet field was not zero. */
+#define VGPU_IH_SRC_CP_RESERVED_BITS 0xb4ULL
+/* End of pipe: RELEASE_MEM with INT_SEL. DW4 = INT_CTXID. */
+#define VGPU_IH_SRC_CP_EOP 0xb5ULL
+/* Unknown opcode or malformed packet. */
+#define VGPU_IH_SRC_CP_BAD_OPCODE 0xb7ULL
+/* The queue halted on a bad address or failed memory access; DW4 = CP_ERROR_*, DW5/6 = address. */
+#define VGPU_IH_SRC_CP_GPF 0xc3ULL
+#define VGPU_PTE_VALID__SHIFT 0x0ULL
+#define VGPU_PTE_VALID_MASK 0x1ULL
+/* The address is a DMA (bus/IOVA) address, not a VRAM offset. */
+#define VGPU_PTE_SYSTEM__SHIFT 0x1ULL
+#define VGPU_PTE_SYSTEM_MASK 0x2ULL
+#define VGPU_PTE_SNOOPED__SHIFT 0x2ULL
+#define VGPU_PTE_SNOOPED_MASK 0x4ULL
+#define VGPU_PTE_EXECUTABLE__SHIFT 0x4ULL
+#define VGPU_PTE_EXECUTABLE_MASK 0x10ULL
+#define VGPU_PTE_READABLE__SHIFT 0x5ULL
+#define VGPU_PTE_READABLE_MASK 0x20ULL
+#define VGPU_PTE_WRITEABLE__SHIFT 0x6ULL
+#define VGPU_PTE_WRITEABLE_MASK 0x40ULL
+/* Page address bits [47:12]. */
+#define VGPU_PTE_ADDRESS__SHIFT 0xcULL
+#define VGPU_PTE_ADDRESS_MASK 0xfffffffff000ULL
+/* MTYPE_*: UC bypasses L2. */
+#define VGPU_PTE_MTYPE__SHIFT 0x30ULL
+#define VGPU_PTE_MTYPE_MASK 0x7000000000000ULL
+#define VGPU_PTE_MTYPE_NC 0x0ULL
+#define VGPU_PTE_MTYPE_WC 0x1ULL
+#define VGPU_PTE_MTYPE_CC 0x2ULL
+#define VGPU_PTE_MTYPE_UC 0x3ULL
+#define VGPU_PTE_BYTES 0x8ULL
+#define VGPU_PTE_PAGE_SIZE 0x1000ULL
+#define VGPU_VM_FAULT_NONE 0x0ULL
+/* The address is in no aperture. */
+#define VGPU_VM_FAULT_OUTSIDE 0x1ULL
+/* The GART entry is not valid. */
+#define VGPU_VM_FAULT_INVALID_PTE 0x2ULL
+/* Read of a page without READABLE. */
+#define VGPU_VM_FAULT_NO_READ 0x3ULL
+/* Write to a page without WRITEABLE. */
+#define VGPU_VM_FAULT_NO_WRITE 0x4ULL
+/* The GART table itself could not be read. */
+#define VGPU_VM_FAULT_TABLE 0x5ULL
+/* The translated address is not backed (no DMA mapping, Bus Master off, beyond VRAM). */
+#define VGPU_VM_FAULT_BACKING 0x6ULL
+/* GART aperture access with GART_CNTL.ENABLE clear. */
+#define VGPU_VM_FAULT_GART_DISABLED 0x7ULL
+/* Not active. */
+#define VGPU_HQD_STATE_IDLE 0x0ULL
+/* Active: fetching or executing. */
+#define VGPU_HQD_STATE_RUNNING 0x1ULL
+/* Parked in WAIT_REG_MEM (or waiting for the wptr). */
+#define VGPU_HQD_STATE_WAITING 0x2ULL
+/* Stopped by an error; see STATUS.ERROR. */
+#define VGPU_HQD_STATE_HALTED 0x3ULL
+/* Running a dispatch that has not finished (the endless kernel). */
+#define VGPU_HQD_STATE_BUSY_KERNEL 0x4ULL
+/* Stop at the next packet boundary and go idle, keeping rptr. */
+#define VGPU_HQD_DEQUEUE_DRAIN 0x1ULL
+/* Stop now, discard in-flight work and the error, go idle. */
+#define VGPU_HQD_DEQUEUE_RESET 0x2ULL
+#define VGPU_CP_ERROR_NONE 0x0ULL
+/* Unknown type-3 opcode, or a type-0/type-1 packet. */
+#define VGPU_CP_ERROR_BAD_OPCODE 0x1ULL
+/* A field that must be zero was not. */
+#define VGPU_CP_ERROR_RESERVED_BITS 0x2ULL
+/* A field value the packet does not allow (count, selector, alignment). */
+#define VGPU_CP_ERROR_BAD_PACKET 0x3ULL
+/* A GPU address did not translate (see GMC_VM_FAULT_*). */
+#define VGPU_CP_ERROR_TRANSLATION 0x4ULL
+/* A translated access failed (DMA refused: unmapped, read-only, Bus Master off). */
+#define VGPU_CP_ERROR_MEMORY 0x5ULL
+/* A register access outside the spaces packets may touch. */
+#define VGPU_CP_ERROR_BAD_REGISTER 0x6ULL
+/* INDIRECT_BUFFER nested deeper than IB2. */
+#define VGPU_CP_ERROR_IB_DEPTH 0x7ULL
+/* Too many INDIRECT_BUFFER expansions for one submission (a loop). */
+#define VGPU_CP_ERROR_IB_LIMIT 0x8ULL
+/* The ring base/size is invalid. */
+#define VGPU_CP_ERROR_RING_CONFIG 0x9ULL
+#define VGPU_L2_LINE_BYTES 0x80ULL
+#define VGPU_L2_EVENT_NONE 0x0ULL
+/* An engine read a cached line older than memory. */
+#define VGPU_L2_EVENT_STALE_READ 0x1ULL
+/* A fence was written while the queue's data was still only in L2. */
+#define VGPU_L2_EVENT_DIRTY_FENCE 0x2ULL
+/* Where VRAM appears (GMC_FB_BASE). */
+#define VGPU_GPU_FB_BASE 0x8000000000ULL
+#define VGPU_GPU_VA_BITS 0x30ULL
+
+/* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
+#define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
 
 #endif /* VGPU_ABI_H */

@@ -27,10 +27,17 @@ func names() []name {
 	for _, b := range abi.Blocks {
 		out = append(out, name{"BLOCK_" + b.Name + "_BASE", uint64(b.Base), b.Doc})
 		out = append(out, name{"BLOCK_" + b.Name + "_SIZE", uint64(b.Size), ""})
+		base := b.Base
+		if b.Count > 1 {
+			// An array of instances: register constants are offsets inside one instance.
+			out = append(out, name{"BLOCK_" + b.Name + "_COUNT", uint64(b.Count), ""})
+			out = append(out, name{"BLOCK_" + b.Name + "_STRIDE", uint64(b.Stride), "Bytes between instances; REG_" + b.Name + "_* are offsets inside an instance."})
+			base = 0
+		}
 		for _, r := range b.Registers {
 			reg := "REG_" + b.Name + "_" + r.Name
 			doc := strings.TrimSpace(r.Access.String() + ". " + r.Doc)
-			out = append(out, name{reg, uint64(b.Base + r.Offset), doc})
+			out = append(out, name{reg, uint64(base + r.Offset), doc})
 			for _, f := range r.Fields {
 				mask := ((uint64(1) << f.Width) - 1) << f.Shift
 				out = append(out, name{reg + "__" + f.Name + "__SHIFT", uint64(f.Shift), f.Doc})
@@ -61,8 +68,14 @@ func Go() ([]byte, error) {
 	b.WriteString("// RegisterNames maps a register's byte offset to its name, for logs and diagnostics.\n")
 	b.WriteString("var RegisterNames = map[uint32]string{\n")
 	for _, bl := range abi.Blocks {
-		for _, r := range bl.Registers {
-			fmt.Fprintf(&b, "\t%#x: %q,\n", bl.Base+r.Offset, "REG_"+bl.Name+"_"+r.Name)
+		for i := uint32(0); i < max(bl.Count, 1); i++ {
+			for _, r := range bl.Registers {
+				n := "REG_" + bl.Name + "_" + r.Name
+				if bl.Count > 1 {
+					n = fmt.Sprintf("REG_%s%d_%s", bl.Name, i, r.Name)
+				}
+				fmt.Fprintf(&b, "\t%#x: %q,\n", bl.Base+i*bl.Stride+r.Offset, n)
+			}
 		}
 	}
 	b.WriteString("}\n")
@@ -79,6 +92,12 @@ func C() []byte {
 			fmt.Fprintf(&b, "/* %s */\n", strings.ReplaceAll(n.doc, "*/", "* /"))
 		}
 		fmt.Fprintf(&b, "#define VGPU_%s 0x%xULL\n", n.id, n.value)
+	}
+	for _, bl := range abi.Blocks {
+		if bl.Count > 1 {
+			fmt.Fprintf(&b, "\n/* Byte offset of register reg (a VGPU_REG_%s_* value) of instance i. */\n", bl.Name)
+			fmt.Fprintf(&b, "#define VGPU_%s_REG(i, reg) (VGPU_BLOCK_%s_BASE + (i) * VGPU_BLOCK_%s_STRIDE + (reg))\n", bl.Name, bl.Name, bl.Name)
+		}
 	}
 	b.WriteString("\n#endif /* VGPU_ABI_H */\n")
 	return b.Bytes()
