@@ -69,4 +69,51 @@
 // Ownership: Set takes the Request's Files on every path and closes them on error. Close
 // closes every eventfd (client disconnect) but keeps device state; Reset keeps eventfds but
 // clears pending bits, masks and the INTx level (device reset).
+//
+// # Interrupt handler ring (IH)
+//
+// IH (ih.go) is the GPU's interrupt handler: engines report events as IVs and the IH delivers
+// them to the driver through a ring in GPU memory, as AMD's IH does (docs/device.md "Interrupt
+// handler ring"; registers REG_IH_*, entry layout IH_* in abi). It imports abi only; the device
+// gives it an IHMemory (GPU addresses, VMID 0, through gpummu bypassing the L2) and a raise
+// function (irq.Controller's MSI-X trigger), and routes the register block and the rptr
+// doorbell (DoorbellRPTR, SetRPTR) to it.
+//
+// Ring contract. The driver programs IH_RB_BASE (256-byte aligned; low bits read as 0, the high
+// half keeps 16 bits), IH_RB_CNTL.RB_SIZE (log2 dwords, clamped to 8..16 with a warning:
+// 1 KiB..256 KiB, so byte offsets fit RB_WPTR.OFFSET [17:2]), optionally IH_RB_WPTR_ADDR with
+// WPTR_WRITEBACK_ENABLE, then RB_ENABLE and ENABLE_INTR. For each IV the IH writes a 32-byte
+// entry at base + wptr — DW0 client | source<<8 | ring id<<16 | (VMID & 0xF)<<24, DW1/DW2
+// timestamp [31:0]/[47:32] (nanoseconds since NewIH or Reset, monotonic, wrapping at 48 bits),
+// DW3 PASID (node 0), DW4-7 data — advances wptr (bytes, modulo the ring size), writes the
+// RB_WPTR register value (offset | RB_OVERFLOW) as one little-endian dword to IH_RB_WPTR_ADDR,
+// and raises IH_MSIX_VECTOR. The driver consumes entries up to wptr and writes IH_RB_RPTR
+// (bytes, masked to the ring, dword granular) or rings the rptr doorbell; if entries remain
+// (rptr != wptr) the vector is raised again (RPTR_REARM). The ring holds size/32 - 1 entries:
+// it is full when one more entry would make wptr reach rptr. Then, without
+// WPTR_OVERFLOW_ENABLE, new entries are dropped; with it the IH keeps writing over the oldest
+// entries (wptr passes rptr) and sets RB_WPTR.RB_OVERFLOW until a write of WPTR_OVERFLOW_CLEAR
+// (an action bit; it reads 0). Clearing RB_ENABLE drops entries not yet written and sets rptr
+// and wptr to 0 (amdgpu zeroes both on disable; RB_WPTR is read-only here). IH_ENTRIES and
+// IH_DROPPED count entries published and lost; Stats has more (write and writeback errors,
+// overflows, raises, backpressure stalls). RB_CNTL reads back RB_SIZE = 8 after reset.
+//
+// Ordering and locking. The IH's mutex is never held across IHMemory.Write or raise: a memory
+// write may be a vfio-user DMA message answered by QEMU's main loop while QEMU waits for our
+// worker, which may be waiting for that mutex in ReadReg/WriteReg. Entries are published in
+// order through a single writer role instead of per-entry tickets: Push encodes the entry and
+// takes its timestamp under the lock, appending it to a FIFO backlog (bounded; a full backlog
+// makes Push wait, like a CP stalling on the IH). Whichever Push finds no writer becomes the
+// writer and loops: under the lock it reserves a run (as many backlog entries as fit
+// contiguously before the ring end, and before rptr unless overflow is enabled — entries that
+// cannot fit are dropped); without the lock it writes the run with one IHMemory.Write; under
+// the lock it commits (advances wptr over the run) or, if the write failed, drops the run
+// without moving wptr, so the next run lands in the same slots and the ring never shows a hole
+// or an unwritten slot; then without the lock it writes wptr back and raises. So the driver
+// sees entries before the wptr that covers them, in push order (per pushing goroutine and
+// globally, with non-decreasing timestamps), and wptr writebacks happen in ring order. A ring moved
+// (base, size or enable changed) while a run is being written does not publish that run (it
+// is dropped); after Reset it is forgotten. Reset does not wait for a write in flight (it runs
+// on the worker), so such a write may still land in the old ring. Memory and writeback
+// failures are counted and logged at most once a second per kind.
 package irq
