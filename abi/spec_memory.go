@@ -151,6 +151,10 @@ var memoryGroups = []ConstGroup{
 		c("MTYPE_NC", 0, ""), c("MTYPE_WC", 1, ""), c("MTYPE_CC", 2, ""), c("MTYPE_UC", 3, ""),
 		c("BYTES", 8, ""), c("PAGE_SIZE", 4096, ""),
 	)},
+	{Prefix: "PDE_", Doc: "Page-directory entry format of GMC_GART_TABLE (same bit positions as the PTE fields).", Consts: consts(
+		field("VALID", 0, 1, ""), field("SYSTEM", 1, 1, "The table is in system memory (a DMA address), not VRAM."),
+		field("ADDRESS", 12, 36, "Table address bits [47:12]."),
+	)},
 	{Prefix: "VM_FAULT_", Doc: "GMC_VM_FAULT_STATUS.REASON values.", Consts: consts(
 		c("NONE", 0, ""), c("OUTSIDE", 1, "The address is in no aperture."),
 		c("INVALID_PTE", 2, "The GART entry is not valid."), c("NO_READ", 3, "Read of a page without READABLE."),

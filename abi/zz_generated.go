@@ -705,7 +705,15 @@ const (
 	PTE_MTYPE_UC     = 0x3
 	PTE_BYTES        = 0x8
 	PTE_PAGE_SIZE    = 0x1000
-	VM_FAULT_NONE    = 0x0
+	PDE_VALID__SHIFT = 0x0
+	PDE_VALID_MASK   = 0x1
+	// PDE_SYSTEM__SHIFT The table is in system memory (a DMA address), not VRAM.
+	PDE_SYSTEM__SHIFT = 0x1
+	PDE_SYSTEM_MASK   = 0x2
+	// PDE_ADDRESS__SHIFT Table address bits [47:12].
+	PDE_ADDRESS__SHIFT = 0xc
+	PDE_ADDRESS_MASK   = 0xfffffffff000
+	VM_FAULT_NONE      = 0x0
 	// VM_FAULT_OUTSIDE The address is in no aperture.
 	VM_FAULT_OUTSIDE = 0x1
 	// VM_FAULT_INVALID_PTE The GART entry is not valid.

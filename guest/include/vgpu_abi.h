@@ -704,6 +704,14 @@
 #define VGPU_PTE_MTYPE_UC 0x3ULL
 #define VGPU_PTE_BYTES 0x8ULL
 #define VGPU_PTE_PAGE_SIZE 0x1000ULL
+#define VGPU_PDE_VALID__SHIFT 0x0ULL
+#define VGPU_PDE_VALID_MASK 0x1ULL
+/* The table is in system memory (a DMA address), not VRAM. */
+#define VGPU_PDE_SYSTEM__SHIFT 0x1ULL
+#define VGPU_PDE_SYSTEM_MASK 0x2ULL
+/* Table address bits [47:12]. */
+#define VGPU_PDE_ADDRESS__SHIFT 0xcULL
+#define VGPU_PDE_ADDRESS_MASK 0xfffffffff000ULL
 #define VGPU_VM_FAULT_NONE 0x0ULL
 /* The address is in no aperture. */
 #define VGPU_VM_FAULT_OUTSIDE 0x1ULL

@@ -1,0 +1,489 @@
+package l2
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"vgpu/abi"
+)
+
+// LineBytes is the size of one cache line (abi.L2_LINE_BYTES): the unit of fill, eviction and
+// every range operation.
+const LineBytes = abi.L2_LINE_BYTES
+
+// MaxLines bounds the cache at 4 MiB (32768 lines of 128 bytes), the size of a mid-range GL2.
+// It bounds the memory the model holds and the work of a whole-cache write-back; beyond it the
+// least recently used line is evicted.
+const MaxLines = 32768
+
+const lineMask = LineBytes - 1
+
+// Domain names the physical memory an address belongs to.
+type Domain uint8
+
+const (
+	// DomainSystem is system memory, addressed by DMA address (an IOVA under a vIOMMU).
+	DomainSystem Domain = iota
+	// DomainVRAM is device memory, addressed by offset from the start of VRAM.
+	DomainVRAM
+
+	numDomains
+)
+
+func (d Domain) String() string {
+	switch d {
+	case DomainSystem:
+		return "system"
+	case DomainVRAM:
+		return "vram"
+	}
+	return fmt.Sprintf("domain(%d)", uint8(d))
+}
+
+// PhysAddr is a physical address: a domain and an address inside it.
+type PhysAddr struct {
+	Domain Domain
+	Addr   uint64
+}
+
+func (a PhysAddr) String() string { return fmt.Sprintf("%v:%#x", a.Domain, a.Addr) }
+
+// Backing is the physical memory below the cache. Errors are access failures (unmapped DMA
+// address, Bus Master off, beyond VRAM); the cache never interprets them, only passes them on.
+// The cache calls it with its own lock held (see the package documentation), so an
+// implementation must not call back into the cache.
+type Backing interface {
+	ReadPhys(d Domain, addr uint64, p []byte) error
+	WritePhys(d Domain, addr uint64, p []byte) error
+}
+
+// Range is a physical address range [Addr, Addr+Size) in one domain. A range that runs past
+// the end of the address space stops there. Operations affect every line the range touches.
+type Range struct {
+	Domain Domain
+	Addr   uint64
+	Size   uint64
+}
+
+// Errors of malformed requests (they come from the MMU, never straight from the guest).
+var (
+	// ErrDomain: the address names neither DomainSystem nor DomainVRAM.
+	ErrDomain = errors.New("l2: unknown memory domain")
+	// ErrAddressOverflow: the access runs past the end of the 64-bit address space.
+	ErrAddressOverflow = errors.New("l2: access wraps the address space")
+)
+
+// WriteBackError reports a dirty line that could not be written to its backing memory. The
+// line's data is lost (the cache drops it): the memory it belonged to is gone.
+type WriteBackError struct {
+	PA  PhysAddr // first byte that failed to write
+	Err error    // the Backing's error
+}
+
+func (e *WriteBackError) Error() string {
+	return fmt.Sprintf("l2: write-back to %v failed: %v", e.PA, e.Err)
+}
+
+func (e *WriteBackError) Unwrap() error { return e.Err }
+
+type key struct {
+	domain Domain
+	addr   uint64 // line-aligned
+}
+
+func (k key) less(o key) bool {
+	if k.domain != o.domain {
+		return k.domain < o.domain
+	}
+	return k.addr < o.addr
+}
+
+// line is one resident cache line. dirty is a byte mask: only bytes the engines wrote are
+// written back, so a CPU write to other bytes of the same line (a neighbouring write-back slot,
+// say) is not clobbered, as with a real GL2's byte-masked write-back.
+type line struct {
+	key        key
+	data       [LineBytes]byte
+	dirty      [2]uint64 // bit i: byte i was written by an engine and not yet written back
+	writers    uint64    // slotBit of each slot whose writes are dirty in this line
+	prev, next *line     // LRU list, most recent first
+}
+
+func (l *line) isDirty() bool { return l.dirty[0]|l.dirty[1] != 0 }
+
+func (l *line) dirtyByte(i uint64) bool { return l.dirty[i/64]&(1<<(i%64)) != 0 }
+
+// slotBits is the width of the per-line writer mask: slots 0..62 have their own bit, every
+// other slot number (including negative ones used by non-queue clients) shares bit 63.
+const slotBits = 64
+
+func slotIndex(slot int) int {
+	if slot < 0 || slot >= slotBits-1 {
+		return slotBits - 1
+	}
+	return slot
+}
+
+// Cache is the GPU's L2: a write-back, write-allocate cache of LineBytes lines over a Backing,
+// with deterministic LRU replacement. All methods are safe for concurrent use.
+type Cache struct {
+	b        Backing
+	log      *slog.Logger
+	capacity int
+
+	// mu guards the lines and is held across Backing calls (see doc.go for why).
+	mu        sync.Mutex
+	lines     map[key]*line
+	lru       line // sentinel: lru.next is the most recent line, lru.prev the least recent
+	spare     []*line
+	slotDirty [slotBits]int // per slot: dirty lines it wrote
+	scratch   [LineBytes]byte
+
+	// Everything below is readable without mu, so register reads never wait for memory.
+	strict   atomic.Bool
+	nLines   atomic.Int64
+	nDirty   atomic.Int64
+	counters struct {
+		hits, misses, evictions, writeBacks, writeBackErrors, fillErrors, discards atomic.Uint64
+	}
+	events events
+}
+
+// New returns an empty cache of MaxLines lines over b. A nil log discards messages.
+func New(b Backing, log *slog.Logger) *Cache { return NewSize(b, MaxLines, log) }
+
+// NewSize is New with a capacity of lines lines, clamped to [1, MaxLines]. Small caches make
+// eviction easy to exercise in tests.
+func NewSize(b Backing, lines int, log *slog.Logger) *Cache {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lines = max(1, min(lines, MaxLines))
+	c := &Cache{b: b, log: log, capacity: lines, lines: make(map[key]*line)}
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	c.events.log = log
+	return c
+}
+
+// Capacity returns the number of lines the cache holds at most.
+func (c *Cache) Capacity() int { return c.capacity }
+
+// SetStrict turns strict mode (L2_CNTL.STRICT) on or off: stale-read checks on read hits and
+// dirty-fence checks in FenceCheck. It is off after New.
+func (c *Cache) SetStrict(on bool) { c.strict.Store(on) }
+
+// Strict reports whether strict mode is on.
+func (c *Cache) Strict() bool { return c.strict.Load() }
+
+// Read copies len(p) bytes at pa into p through the cache: hits are served from the line,
+// misses fill the whole line from the Backing first. slot is the reading queue and va the GPU
+// address of p[0]; both are used only for strict-mode reports. An access may span lines (the
+// MMU passes at most one page). Errors come from the Backing, unwrapped.
+func (c *Cache) Read(slot int, pa PhysAddr, va uint64, p []byte) error {
+	return c.access(slot, pa, va, p, false)
+}
+
+// Write copies p into the cache at pa: the line is filled first if absent (write-allocate),
+// modified, and marked dirty with slot as a writer. Memory sees the data only on write-back
+// (WriteBack, Invalidate, Apply) or eviction.
+func (c *Cache) Write(slot int, pa PhysAddr, va uint64, p []byte) error {
+	return c.access(slot, pa, va, p, true)
+}
+
+func checkAccess(pa PhysAddr, n int) error {
+	if pa.Domain >= numDomains {
+		return ErrDomain
+	}
+	if n > 0 && uint64(n-1) > math.MaxUint64-pa.Addr {
+		return ErrAddressOverflow
+	}
+	return nil
+}
+
+func (c *Cache) access(slot int, pa PhysAddr, va uint64, p []byte, write bool) error {
+	if err := checkAccess(pa, len(p)); err != nil {
+		return err
+	}
+	addr := pa.Addr
+	for len(p) > 0 {
+		n := min(uint64(len(p)), LineBytes-addr&lineMask)
+		if err := c.accessLine(slot, pa.Domain, addr, va, p[:n], write); err != nil {
+			return err
+		}
+		addr += n
+		va += n
+		p = p[n:]
+	}
+	return nil
+}
+
+// accessLine serves an access that lies inside one line.
+func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write bool) error {
+	k := key{d, addr &^ lineMask}
+	off := addr - k.addr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, hit := c.lines[k]
+	if hit {
+		c.counters.hits.Add(1)
+		c.touch(l)
+	} else {
+		c.counters.misses.Add(1)
+		var err error
+		if l, err = c.fill(k); err != nil {
+			// The line as a whole is not backed (it straddles the end of VRAM or of a DMA
+			// mapping, or the memory is gone): serve the requested bytes uncached, which is
+			// coherent because the line is not resident. Their own error, if any, is returned.
+			c.counters.fillErrors.Add(1)
+			if write {
+				return c.b.WritePhys(d, addr, p)
+			}
+			return c.b.ReadPhys(d, addr, p)
+		}
+	}
+	if write {
+		copy(l.data[off:], p)
+		c.setDirty(l, off, uint64(len(p)), slot)
+		return nil
+	}
+	copy(p, l.data[off:])
+	if hit && c.strict.Load() {
+		c.checkStale(l, off, uint64(len(p)), slot, va)
+	}
+	return nil
+}
+
+// checkStale compares the bytes just served from a resident line with memory. Bytes the
+// engines wrote (dirty) are newer than memory by design; any other difference means memory
+// changed behind the cache (a CPU write, or a bypass write by another device path) and the
+// reader got old data.
+func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
+	mem := c.scratch[:n]
+	if err := c.b.ReadPhys(l.key.domain, l.key.addr+off, mem); err != nil {
+		return // memory unreadable now: nothing to compare with
+	}
+	for i := range n {
+		if !l.dirtyByte(off+i) && mem[i] != l.data[off+i] {
+			c.events.staleRead(slot, va, PhysAddr{l.key.domain, l.key.addr + off})
+			return
+		}
+	}
+}
+
+// ReadUncached reads memory without allocating a line (MTYPE_UC pages, BYPASS cache policy).
+// The GPU stays coherent with itself: bytes dirty in a resident line are returned from the
+// line, every other byte from memory (so a stale clean line is not consulted).
+func (c *Cache) ReadUncached(pa PhysAddr, p []byte) error {
+	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.b.ReadPhys(pa.Domain, pa.Addr, p); err != nil {
+		return err
+	}
+	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
+		for i := range n {
+			if l.dirtyByte(off + i) {
+				p[pos+i] = l.data[off+i]
+			}
+		}
+	})
+	return nil
+}
+
+// WriteUncached writes memory without allocating a line. A resident line covering the bytes is
+// updated too (and those bytes are no longer dirty: memory has them), so later cached reads by
+// any queue see the write, as on hardware where the L2 is the GPU's point of coherence.
+func (c *Cache) WriteUncached(pa PhysAddr, p []byte) error {
+	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.b.WritePhys(pa.Domain, pa.Addr, p); err != nil {
+		return err
+	}
+	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
+		copy(l.data[off:off+n], p[pos:pos+n])
+		c.clearDirty(l, off, n)
+	})
+	return nil
+}
+
+// eachResident calls f for each resident line overlapping [pa, pa+n): off is the offset in the
+// line, pos the offset in the access, n the overlap length. Called with mu held.
+func (c *Cache) eachResident(pa PhysAddr, n int, f func(l *line, off, pos, n uint64)) {
+	if len(c.lines) == 0 {
+		return
+	}
+	addr, pos, left := pa.Addr, uint64(0), uint64(n)
+	for left > 0 {
+		k := key{pa.Domain, addr &^ lineMask}
+		off := addr - k.addr
+		m := min(left, LineBytes-off)
+		if l := c.lines[k]; l != nil {
+			f(l, off, pos, m)
+		}
+		addr += m
+		pos += m
+		left -= m
+	}
+}
+
+// fill makes k resident, reading it from memory, and returns it as the most recent line. On a
+// Backing error nothing changes (no line is evicted for a fill that fails).
+func (c *Cache) fill(k key) (*line, error) {
+	if err := c.b.ReadPhys(k.domain, k.addr, c.scratch[:]); err != nil {
+		return nil, err
+	}
+	var l *line
+	switch {
+	case len(c.lines) >= c.capacity:
+		l = c.lru.prev
+		c.evict(l)
+	case len(c.spare) > 0:
+		l = c.spare[len(c.spare)-1]
+		c.spare = c.spare[:len(c.spare)-1]
+	default:
+		l = new(line)
+	}
+	*l = line{key: k, data: c.scratch}
+	c.lines[k] = l
+	c.pushFront(l)
+	c.nLines.Add(1)
+	return l, nil
+}
+
+// evict removes the least recently used line for reuse, writing it back if dirty. A failed
+// write-back is counted and logged (the access that caused the eviction is not at fault).
+func (c *Cache) evict(l *line) {
+	c.counters.evictions.Add(1)
+	if l.isDirty() {
+		_ = c.writeBack(l) // counted and logged inside; the line goes either way
+	}
+	c.unlink(l)
+	delete(c.lines, l.key)
+	c.nLines.Add(-1)
+}
+
+// writeBack writes the dirty bytes of l to memory, run by run, and marks it clean. On failure
+// the line's remaining dirty data cannot go anywhere: it is marked clean (the caller drops or
+// keeps the line), counted and logged, and the error returned.
+func (c *Cache) writeBack(l *line) error {
+	var first error
+	for i := uint64(0); i < LineBytes; {
+		if !l.dirtyByte(i) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < LineBytes && l.dirtyByte(j) {
+			j++
+		}
+		if err := c.b.WritePhys(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
+			first = &WriteBackError{PA: PhysAddr{l.key.domain, l.key.addr + i}, Err: err}
+		}
+		i = j
+	}
+	c.clearDirty(l, 0, LineBytes)
+	if first != nil {
+		c.counters.writeBackErrors.Add(1)
+		c.events.writeBackFailed(first)
+		return first
+	}
+	c.counters.writeBacks.Add(1)
+	return nil
+}
+
+// setDirty marks bytes [off, off+n) of l dirty, written by slot.
+func (c *Cache) setDirty(l *line, off, n uint64, slot int) {
+	if !l.isDirty() {
+		c.nDirty.Add(1)
+	}
+	for i := off; i < off+n; i++ {
+		l.dirty[i/64] |= 1 << (i % 64)
+	}
+	bit := uint64(1) << slotIndex(slot)
+	if l.writers&bit == 0 {
+		l.writers |= bit
+		c.slotDirty[slotIndex(slot)]++
+	}
+}
+
+// clearDirty marks bytes [off, off+n) of l clean; when no dirty byte remains the line stops
+// counting against its writers.
+func (c *Cache) clearDirty(l *line, off, n uint64) {
+	if !l.isDirty() {
+		return
+	}
+	for i := off; i < off+n; i++ {
+		l.dirty[i/64] &^= 1 << (i % 64)
+	}
+	if l.isDirty() {
+		return
+	}
+	c.nDirty.Add(-1)
+	for s := range slotBits {
+		if l.writers&(1<<s) != 0 {
+			c.slotDirty[s]--
+		}
+	}
+	l.writers = 0
+}
+
+// drop removes l without writing it back.
+func (c *Cache) drop(l *line) {
+	if l.isDirty() {
+		c.counters.discards.Add(1)
+		c.clearDirty(l, 0, LineBytes)
+	}
+	c.unlink(l)
+	delete(c.lines, l.key)
+	c.nLines.Add(-1)
+	c.spare = append(c.spare, l)
+}
+
+func (c *Cache) pushFront(l *line) {
+	l.prev, l.next = &c.lru, c.lru.next
+	c.lru.next.prev = l
+	c.lru.next = l
+}
+
+func (c *Cache) unlink(l *line) {
+	l.prev.next, l.next.prev = l.next, l.prev
+	l.prev, l.next = nil, nil
+}
+
+func (c *Cache) touch(l *line) {
+	if c.lru.next != l {
+		c.unlink(l)
+		c.pushFront(l)
+	}
+}
+
+// Reset drops every line without writing anything back and zeroes the counters and the last
+// event (device reset: the L2's contents are lost, as on hardware). Strict mode is left as it
+// is; the owner of L2_CNTL sets it.
+func (c *Cache) Reset() {
+	c.mu.Lock()
+	clear(c.lines)
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	c.spare = nil
+	c.slotDirty = [slotBits]int{}
+	c.nLines.Store(0)
+	c.nDirty.Store(0)
+	c.counters.hits.Store(0)
+	c.counters.misses.Store(0)
+	c.counters.evictions.Store(0)
+	c.counters.writeBacks.Store(0)
+	c.counters.writeBackErrors.Store(0)
+	c.counters.fillErrors.Store(0)
+	c.counters.discards.Store(0)
+	c.mu.Unlock()
+	c.events.reset()
+}

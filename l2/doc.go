@@ -1,0 +1,65 @@
+// Package l2 models the GPU's shared L2 cache (GL2): a deterministic write-back cache of
+// 128-byte lines between the engines and physical memory.
+//
+// # Why a cache model
+//
+// A real GL2 is write-back and not coherent with the CPU: engine writes reach memory only on
+// a write-back (RELEASE_MEM/ACQUIRE_MEM GCR_GL2_WB) or an eviction, and a line the L2 already
+// holds hides later CPU writes until it is invalidated (GCR_GL2_INV). A driver that forgets
+// either works on a device that writes through and fails on hardware. vgpu models the cache so
+// those mistakes show up under test, deterministically (no random eviction, no timing), and in
+// strict mode names them.
+//
+// # Data flow
+//
+// The MMU (package gpummu) translates a GPU address to a PhysAddr — a Domain (system memory by
+// DMA address, or VRAM by offset) and an address — and calls Read or Write for cached pages,
+// ReadUncached or WriteUncached for MTYPE_UC pages and BYPASS accesses, and Apply (WriteBack,
+// Invalidate, Discard) for cache actions. The cache reaches memory through a Backing, which
+// the device implements with dma.Space (system) and the VRAM memfd (VRAM). Host (CPU)
+// accesses go straight to memory and never see the cache.
+//
+//   - Read: a hit is served from the line; a miss fills the whole line from memory first. If
+//     the line cannot be filled as a whole (it straddles the end of VRAM or of a DMA mapping),
+//     nothing is allocated and the requested bytes are read uncached.
+//   - Write: write-allocate (fill, then modify). The written bytes are marked dirty in a
+//     per-line byte mask and the writing queue slot is remembered. Write-back writes only dirty
+//     bytes, so CPU data in other bytes of a shared line survives (as with GL2's byte masks).
+//   - Replacement: at most Capacity lines (MaxLines by default, 4 MiB); a fill into a full cache
+//     evicts the least recently used line, writing it back if dirty. The order depends only on
+//     the sequence of accesses.
+//   - WriteBack leaves lines resident and clean. Invalidate drops lines but writes dirty ones
+//     back first: dropping data is never a side effect of invalidation, only of Discard (or of
+//     a write-back whose memory is gone — counted and logged). Reset (device reset) drops
+//     everything without writing back.
+//   - Uncached accesses do not allocate, but the GPU stays coherent with itself: an uncached
+//     read returns dirty bytes from a resident line, and an uncached write updates a resident
+//     line. So a fence written with BYPASS is seen by another queue's cached WAIT_REG_MEM; only
+//     CPU writes are hidden by the cache.
+//
+// # Strict mode
+//
+// With SetStrict(true) (L2_CNTL.STRICT) every read hit compares the bytes it returns that are
+// not dirty with memory. A difference means memory changed behind the cache and the engine got
+// old data: an L2_EVENT_STALE_READ (the stale data is still returned — that is the point). And
+// FenceCheck, called by the CP before a fence write, reports an L2_EVENT_DIRTY_FENCE when lines
+// written by that queue are still dirty. Events are counted (Stats, L2_STALE_READS,
+// L2_DIRTY_FENCES), the last one is kept (kind, slot, GPU address) and each is logged at Warn,
+// at most logBurst per second. Strict mode costs a memory read per hit; it is a debugging aid.
+//
+// # Threading
+//
+// Every method is safe for concurrent use by the queue goroutines and the server's worker. One
+// mutex guards the lines, and it is held across Backing calls: a miss, a write-back or an
+// eviction must be atomic with the line state it changes, or a concurrent access could refill
+// a line from memory before its dirty data got there. For mmapped memory that is a memcpy. For
+// memory reached through vfio-user DMA messages it means one queue's round trip delays the
+// others; correctness first. The cache never calls anything but its Backing under the lock, and
+// a Backing must not call back into the cache.
+//
+// Counters, Stats, Strict and ReadReg never take that mutex (atomics and a small event lock),
+// so a register read on the server's worker cannot wait behind a message DMA. WriteReg of
+// L2_CONTROL, WriteBack, Invalidate, Discard and Apply do take it and write memory: a caller on
+// the vfio-user worker must only use them when the Backing cannot wait on the client (or run
+// them on another goroutine).
+package l2

@@ -1,0 +1,132 @@
+package l2
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"vgpu/abi"
+)
+
+// Event is a strict-mode report.
+type Event struct {
+	Kind uint32 // abi.L2_EVENT_*
+	Slot int    // queue slot of the engine access
+	Addr uint64 // GPU address: the stale read, or the fence
+}
+
+// Stats is a snapshot of the cache's state and counters. Reading it never waits for an access
+// in progress.
+type Stats struct {
+	Lines, DirtyLines int
+	Capacity          int
+	Hits, Misses      uint64
+	Evictions         uint64 // lines evicted for capacity
+	WriteBacks        uint64 // dirty lines written back (eviction, WriteBack, Invalidate)
+	WriteBackErrors   uint64 // dirty lines whose write-back failed (data lost)
+	FillErrors        uint64 // misses whose line could not be filled (served uncached)
+	Discards          uint64 // dirty lines dropped without write-back (Discard)
+	StaleReads        uint64 // strict mode: L2_EVENT_STALE_READ events
+	DirtyFences       uint64 // strict mode: L2_EVENT_DIRTY_FENCE events
+	LastEvent         Event  // the last strict-mode event (Kind L2_EVENT_NONE: none yet)
+}
+
+// Stats returns the current counters.
+func (c *Cache) Stats() Stats {
+	s := Stats{
+		Lines:           int(c.nLines.Load()),
+		DirtyLines:      int(c.nDirty.Load()),
+		Capacity:        c.capacity,
+		Hits:            c.counters.hits.Load(),
+		Misses:          c.counters.misses.Load(),
+		Evictions:       c.counters.evictions.Load(),
+		WriteBacks:      c.counters.writeBacks.Load(),
+		WriteBackErrors: c.counters.writeBackErrors.Load(),
+		FillErrors:      c.counters.fillErrors.Load(),
+		Discards:        c.counters.discards.Load(),
+	}
+	c.events.mu.Lock()
+	s.StaleReads, s.DirtyFences, s.LastEvent = c.events.stale, c.events.fences, c.events.last
+	c.events.mu.Unlock()
+	return s
+}
+
+// Log rate limit: strict mode can report on every access of a hot loop, so at most logBurst
+// messages per logWindow reach the log; the next message says how many were suppressed.
+const (
+	logBurst  = 10
+	logWindow = time.Second
+)
+
+// events holds the strict-mode counters and the last event under their own small lock, never
+// held across memory accesses.
+type events struct {
+	log *slog.Logger
+
+	mu         sync.Mutex
+	stale      uint64
+	fences     uint64
+	last       Event
+	winStart   time.Time
+	winCount   int
+	suppressed uint64
+}
+
+// allow reports whether a message may be logged now, and how many were suppressed before it.
+// Called with mu held.
+func (e *events) allow() (bool, uint64) {
+	now := time.Now()
+	if now.Sub(e.winStart) >= logWindow {
+		e.winStart, e.winCount = now, 0
+	}
+	if e.winCount >= logBurst {
+		e.suppressed++
+		return false, 0
+	}
+	e.winCount++
+	s := e.suppressed
+	e.suppressed = 0
+	return true, s
+}
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
+
+func (e *events) staleRead(slot int, va uint64, pa PhysAddr) {
+	e.mu.Lock()
+	e.stale++
+	e.last = Event{Kind: abi.L2_EVENT_STALE_READ, Slot: slot, Addr: va}
+	ok, suppressed := e.allow()
+	e.mu.Unlock()
+	if ok {
+		e.log.Warn("l2: stale read: an engine read a cached line older than memory (missing GL2_INV after a CPU write?)",
+			"addr", hex(va), "queue", slot, "phys", pa.String(), "suppressed", suppressed)
+	}
+}
+
+func (e *events) dirtyFence(slot int, va uint64, dirtyLines int) {
+	e.mu.Lock()
+	e.fences++
+	e.last = Event{Kind: abi.L2_EVENT_DIRTY_FENCE, Slot: slot, Addr: va}
+	ok, suppressed := e.allow()
+	e.mu.Unlock()
+	if ok {
+		e.log.Warn("l2: dirty fence: fence written while dirty lines of that job remained (missing GL2_WB before the fence?)",
+			"fence", hex(va), "queue", slot, "dirty_lines", dirtyLines, "suppressed", suppressed)
+	}
+}
+
+func (e *events) writeBackFailed(err error) {
+	e.mu.Lock()
+	ok, suppressed := e.allow()
+	e.mu.Unlock()
+	if ok {
+		e.log.Warn("l2: write-back failed, dirty data lost", "err", err, "suppressed", suppressed)
+	}
+}
+
+func (e *events) reset() {
+	e.mu.Lock()
+	e.stale, e.fences, e.last = 0, 0, Event{}
+	e.mu.Unlock()
+}
