@@ -153,3 +153,14 @@ func (f *RegisterFile) Diagnostics() (unclaimed []UnclaimedAccess, misshapen uin
 	sort.Slice(unclaimed, func(i, j int) bool { return unclaimed[i].Offset < unclaimed[j].Offset })
 	return unclaimed, f.misshapen
 }
+
+// Claimed reports whether a claim owns the dword at byte offset off, and its name.
+func (f *RegisterFile) Claimed(off uint32) (string, bool) {
+	if off >= f.size {
+		return "", false
+	}
+	if idx := f.owner[off/4]; idx != 0 {
+		return f.claims[idx-1].Name, true
+	}
+	return "", false
+}

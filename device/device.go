@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -68,6 +69,11 @@ type Device struct {
 	scratch   [8]uint32
 	msixTable []byte // the table QEMU normally emulates; kept so trapped accesses behave
 	selftest  selfTest
+	gpu       gpu
+
+	// regMu serialises the register file between the vfio-user worker and packets that
+	// reach registers from queue goroutines.
+	regMu sync.Mutex
 
 	stats counters
 }
@@ -77,6 +83,7 @@ type counters struct {
 	resets, flrs         atomic.Uint64
 	barAccessWhileMemOff atomic.Uint64
 	irqWithoutBusMaster  atomic.Uint64
+	irqErrors            atomic.Uint64
 }
 
 var _ vfiouser.Device = (*Device)(nil)
@@ -94,14 +101,16 @@ func New(cfg Config) (*Device, error) {
 	if d.vram, err = bars.NewVRAM(cfg.VRAMSize, cfg.VRAMWindow); err != nil {
 		return nil, err
 	}
-	if d.doorbells, err = bars.NewDoorbells(cfg.Doorbells, abi.DOORBELL_SIZE, d.doorbellRang); err != nil {
-		d.vram.Close()
-		return nil, err
-	}
 	d.mem = dma.NewSpace(d.log.With("part", "dma"))
 	d.irqs = irq.New(cfg.MSIXVectors, d.log.With("part", "irq"))
 	d.msixTable = make([]byte, 16*cfg.MSIXVectors)
 	d.selftest.init(d)
+	d.newGPU()
+	// Doorbells last: in poll mode their poller starts at once and rings into the GPU core.
+	if d.doorbells, err = bars.NewDoorbells(cfg.Doorbells, abi.DOORBELL_SIZE, d.doorbellRang); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if d.config, err = pcie.New(d.pciSpec(), pcie.Hooks{Command: d.commandChanged, FLR: d.flr}); err != nil {
 		d.Close()
 		return nil, err
@@ -199,6 +208,8 @@ func (d *Device) RegionRead(region uint32, off uint64, p []byte) error {
 		if err := d.regs.Check(off, len(p)); err != nil {
 			return err
 		}
+		d.regMu.Lock()
+		defer d.regMu.Unlock()
 		return d.regs.Read(off, p)
 	}
 	return fmt.Errorf("device: read of region %d, which has no storage: %w", region, syscall.EINVAL)
@@ -223,6 +234,8 @@ func (d *Device) RegionWrite(region uint32, off uint64, p []byte) error {
 		if err := d.regs.Check(off, len(p)); err != nil {
 			return err
 		}
+		d.regMu.Lock()
+		defer d.regMu.Unlock()
 		return d.regs.Write(off, p)
 	}
 	return fmt.Errorf("device: write to region %d, which has no storage: %w", region, syscall.EINVAL)
@@ -304,6 +317,7 @@ func (d *Device) flr() {
 
 // reset returns everything but config space and DMA mappings to power-on state.
 func (d *Device) reset() {
+	d.gpu.reset()
 	d.selftest.reset()
 	d.doorbells.Reset()
 	d.scratch = [8]uint32{}
@@ -317,11 +331,12 @@ func (d *Device) commandChanged(memory, busMaster bool) {
 }
 
 func (d *Device) doorbellRang(index int, value uint64) {
-	d.log.Debug("doorbell", "index", index, "value", value)
+	d.routeDoorbell(index, value)
 }
 
 // Close releases the device's memory. The device must not be served afterwards.
 func (d *Device) Close() error {
+	d.gpu.close()
 	d.selftest.reset()
 	var errs []error
 	if d.irqs != nil {

@@ -21,8 +21,10 @@ type Diagnostics struct {
 	MisshapenRegAccesses uint64 // register accesses that were not aligned 4- or 8-byte
 	DoorbellRings        uint64
 	SelftestDMAs         uint32
+	IRQErrors            uint64 // interrupts refused (vector out of range)
 	DMA                  dma.Stats
 	IRQ                  irq.Stats
+	GPU                  gpuDiagnostics
 }
 
 // Diagnostics returns the current counters.
@@ -40,6 +42,8 @@ func (d *Device) Diagnostics() Diagnostics {
 		MisshapenRegAccesses: bad,
 		DoorbellRings:        d.doorbells.Rings(),
 		SelftestDMAs:         done,
+		IRQErrors:            d.stats.irqErrors.Load(),
+		GPU:                  d.gpu.diagnostics(),
 		DMA:                  d.mem.Stats(),
 		IRQ:                  d.irqs.Stats(),
 	}
@@ -63,6 +67,7 @@ func (g Diagnostics) String() string {
 	fmt.Fprintf(&b, "doorbell rings: %d\n", g.DoorbellRings)
 	fmt.Fprintf(&b, "self-test DMAs completed: %d\n", g.SelftestDMAs)
 	fmt.Fprintf(&b, "dma: %+v\n", g.DMA)
-	fmt.Fprintf(&b, "irq: %+v\n", g.IRQ)
+	fmt.Fprintf(&b, "irq: %+v (refused: %d)\n", g.IRQ, g.IRQErrors)
+	b.WriteString(g.GPU.String())
 	return b.String()
 }

@@ -10,14 +10,14 @@ import (
 // claims hands each register block of abi.Blocks to its owner. A block without an owner here
 // is a construction error, so the register map and the device cannot drift apart.
 func (d *Device) claims() []bars.Claim {
-	owners := map[string]bars.Claim{
-		"ID":       {Read: d.readID},
-		"SCRATCH":  {Read: func(off uint32) uint32 { return d.scratch[off/4] }, Write: func(off, v uint32) { d.scratch[off/4] = v }},
-		"SELFTEST": {Read: d.selftest.read, Write: d.selftest.write},
-	}
+	owners := d.gpuClaims()
+	owners["ID"] = blockOwner{Read: d.readID}
+	owners["SCRATCH"] = blockOwner{Read: func(off uint32) uint32 { return d.scratch[off/4] }, Write: func(off, v uint32) { d.scratch[off/4] = v }}
+	owners["SELFTEST"] = blockOwner{Read: d.selftest.read, Write: d.selftest.write}
 	var claims []bars.Claim
 	for _, b := range abi.Blocks {
-		c, ok := owners[b.Name]
+		o, ok := owners[b.Name]
+		c := bars.Claim{Read: o.Read, Write: o.Write}
 		if !ok {
 			// Leave Read/Write nil: NewRegisterFile still claims it, and the log says why
 			// accesses do nothing.
@@ -30,6 +30,12 @@ func (d *Device) claims() []bars.Claim {
 		Name: "MSIX", Offset: abi.REGS_MSIX_TABLE_OFFSET, Size: abi.REGS_SIZE - abi.REGS_MSIX_TABLE_OFFSET,
 		Read: d.readMSIXPage, Write: d.writeMSIXPage,
 	})
+}
+
+// blockOwner handles one register block; offsets are relative to the block.
+type blockOwner struct {
+	Read  func(off uint32) uint32
+	Write func(off, v uint32)
 }
 
 func (d *Device) readID(off uint32) uint32 {

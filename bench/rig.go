@@ -1,0 +1,306 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"vgpu/abi"
+	"vgpu/bars"
+	"vgpu/cp/cptest"
+	"vgpu/device"
+	"vgpu/vfiouser"
+	"vgpu/vfiouser/vfiousertest"
+)
+
+// VRAM layout used by the rig (offsets into VRAM; GPU address = GPU_FB_BASE + offset).
+const (
+	vramIH      = 0x0000000 // 64 KiB IH ring
+	vramIHWptr  = 0x0010000 // IH wptr write-back
+	vramFence   = 0x0010100 // fence dword
+	vramRptr    = 0x0010200 // rptr report
+	vramScratch = 0x0011000 // WRITE_DATA targets
+	vramGART    = 0x0100000 // GART table
+	vramRing    = 0x0800000 // ring (up to 8 MiB)
+	vramCopyDst = 0x1000000 // DMA_DATA destination (up to 64 MiB)
+
+	gartBase   = 0x0000010000000000 // GPU address of the GART aperture
+	guestIOVA  = 0x100000000        // where the rig maps its guest memory
+	computeQ   = 1                  // HQD slot used (compute pipe 0 queue 0)
+	doorbellQW = 3                  // its 64-bit doorbell
+)
+
+// Rig is a device served in-process to a Go client that drives it like a driver.
+type Rig struct {
+	Dev    *device.Device
+	C      *vfiousertest.Client
+	VRAM   []byte // BAR0 as the client mapped it
+	Guest  *vfiousertest.GuestMemory
+	IRQ    []int  // MSI-X eventfds
+	Poll   []byte // doorbell page (poll mode)
+	ring   []byte // the ring, inside VRAM
+	wptr   uint64 // dwords
+	size   uint64 // ring size in dwords
+	closer []func()
+}
+
+// RigConfig shapes a rig.
+type RigConfig struct {
+	Doorbells  bars.DoorbellMode
+	RingDwords uint64 // power of two, 64 .. 2^21
+	GuestBytes int    // guest memory mapped at guestIOVA and through the GART (0: none)
+}
+
+// NewRig starts a device and brings up one compute queue, the IH ring and (with guest memory)
+// the GART.
+func NewRig(rc RigConfig) (*Rig, error) {
+	cfg := device.DefaultConfig()
+	cfg.VRAMSize, cfg.VRAMWindow = 256<<20, 256<<20
+	cfg.Doorbells = rc.Doorbells
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	dev, err := device.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rig{Dev: dev, size: rc.RingDwords}
+	r.closer = append(r.closer, func() { dev.Close() })
+	if err := r.connect(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if err := r.bringUp(rc); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// connect serves the device over a socketpair and negotiates like QEMU.
+func (r *Rig) connect() error {
+	sc, cc, err := vfiousertest.Socketpair()
+	if err != nil {
+		return err
+	}
+	srv := vfiouser.NewServer(r.Dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.ServeConn(ctx, sc); close(done) }()
+	r.closer = append(r.closer, func() { cancel(); sc.Close(); <-done })
+	if r.C, err = vfiousertest.NewClient(cc); err != nil {
+		return err
+	}
+	r.closer = append(r.closer, func() { r.C.Close() })
+	_, err = r.C.Negotiate()
+	return err
+}
+
+func (r *Rig) bringUp(rc RigConfig) error {
+	m, err := r.C.MmapRegion(abi.BAR_VRAM)
+	if err != nil {
+		return err
+	}
+	r.closer = append(r.closer, func() { m.Close() })
+	r.VRAM = m.At(0, 256<<20)
+	if rc.Doorbells == bars.DoorbellPoll {
+		pm, err := r.C.MmapRegion(abi.BAR_DOORBELL)
+		if err != nil {
+			return err
+		}
+		r.closer = append(r.closer, func() { pm.Close() })
+		r.Poll = pm.At(0, abi.DOORBELL_SIZE)
+	}
+	// pci_enable_device + pci_set_master, then MSI-X.
+	if err := r.cfg16(0x04, 0x6); err != nil {
+		return err
+	}
+	if err := r.enableMSIX(); err != nil {
+		return err
+	}
+	if rc.GuestBytes > 0 {
+		if err := r.mapGuest(rc.GuestBytes); err != nil {
+			return err
+		}
+	}
+	// IH ring: 64 KiB in VRAM, wptr write-back, overwrite on overflow so the rig never has
+	// to acknowledge entries on the measured path.
+	fb := uint64(abi.GPU_FB_BASE)
+	ih := fb + vramIH
+	wb := fb + vramIHWptr
+	for _, w := range [][2]uint32{
+		{abi.REG_IH_RB_BASE_LO, uint32(ih)}, {abi.REG_IH_RB_BASE_HI, uint32(ih >> 32)},
+		{abi.REG_IH_RB_WPTR_ADDR_LO, uint32(wb)}, {abi.REG_IH_RB_WPTR_ADDR_HI, uint32(wb >> 32)},
+		{abi.REG_IH_RB_CNTL, 14<<abi.REG_IH_RB_CNTL__RB_SIZE__SHIFT | abi.REG_IH_RB_CNTL__RB_ENABLE_MASK |
+			abi.REG_IH_RB_CNTL__ENABLE_INTR_MASK | abi.REG_IH_RB_CNTL__WPTR_WRITEBACK_ENABLE_MASK |
+			abi.REG_IH_RB_CNTL__WPTR_OVERFLOW_ENABLE_MASK},
+	} {
+		if err := r.SetReg(w[0], w[1]); err != nil {
+			return err
+		}
+	}
+	return r.startQueue()
+}
+
+func (r *Rig) startQueue() error {
+	fb := uint64(abi.GPU_FB_BASE)
+	ring, rptr := fb+vramRing, fb+vramRptr
+	log2 := uint32(0)
+	for 1<<log2 < r.size {
+		log2++
+	}
+	r.ring = r.VRAM[vramRing : vramRing+4*r.size]
+	clear(r.ring)
+	hqd := func(reg, v uint32) error {
+		return r.SetReg(abi.BLOCK_HQD_BASE+computeQ*abi.BLOCK_HQD_STRIDE+reg, v)
+	}
+	for _, w := range [][2]uint32{
+		{abi.REG_HQD_PQ_BASE_LO, uint32(ring)}, {abi.REG_HQD_PQ_BASE_HI, uint32(ring >> 32)},
+		{abi.REG_HQD_PQ_CONTROL, log2 - 1},
+		{abi.REG_HQD_PQ_RPTR_REPORT_ADDR_LO, uint32(rptr)}, {abi.REG_HQD_PQ_RPTR_REPORT_ADDR_HI, uint32(rptr >> 32)},
+		{abi.REG_HQD_PQ_DOORBELL_CONTROL, 2*doorbellQW<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT |
+			abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK},
+		{abi.REG_HQD_ACTIVE, 1},
+	} {
+		if err := hqd(w[0], w[1]); err != nil {
+			return err
+		}
+	}
+	r.wptr = 0
+	return nil
+}
+
+func (r *Rig) cfg16(off uint64, v uint16) error {
+	var b [2]byte
+	binary.LittleEndian.PutUint16(b[:], v)
+	return r.C.Write(7, off, b[:])
+}
+
+func (r *Rig) enableMSIX() error {
+	var b [1]byte
+	for p := uint64(0x34); ; {
+		if err := r.C.Read(7, p, b[:]); err != nil {
+			return err
+		}
+		p = uint64(b[0])
+		if p == 0 {
+			return fmt.Errorf("no MSI-X capability")
+		}
+		if err := r.C.Read(7, p, b[:]); err != nil {
+			return err
+		}
+		if b[0] == 0x11 {
+			if err := r.cfg16(p+2, 1<<15); err != nil {
+				return err
+			}
+			break
+		}
+		p++
+	}
+	fds, err := r.C.EnableMSIX(1)
+	r.IRQ = fds
+	return err
+}
+
+// mapGuest maps n bytes of guest memory at guestIOVA and exposes them at gartBase through a
+// GART table in VRAM.
+func (r *Rig) mapGuest(n int) error {
+	g, err := vfiousertest.NewGuestMemory(n)
+	if err != nil {
+		return err
+	}
+	r.Guest = g
+	r.closer = append(r.closer, func() { g.Close() })
+	if err := r.C.DMAMap(guestIOVA, g, 0, uint64(n), vfiousertest.MapOptions{}); err != nil {
+		return err
+	}
+	pages := uint64(n) / abi.PTE_PAGE_SIZE
+	for i := uint64(0); i < pages; i++ {
+		pte := (guestIOVA + i*abi.PTE_PAGE_SIZE) | abi.PTE_VALID_MASK | abi.PTE_SYSTEM_MASK |
+			abi.PTE_READABLE_MASK | abi.PTE_WRITEABLE_MASK | abi.PTE_MTYPE_UC<<abi.PTE_MTYPE__SHIFT
+		binary.LittleEndian.PutUint64(r.VRAM[vramGART+8*i:], pte)
+	}
+	end := uint64(gartBase) + pages*abi.PTE_PAGE_SIZE - 1
+	table := uint64(vramGART) | abi.PDE_VALID_MASK
+	for _, w := range [][2]uint32{
+		{abi.REG_GMC_GART_START_LO, uint32(gartBase & 0xffffffff)}, {abi.REG_GMC_GART_START_HI, uint32(gartBase >> 32)},
+		{abi.REG_GMC_GART_END_LO, uint32(end)}, {abi.REG_GMC_GART_END_HI, uint32(end >> 32)},
+		{abi.REG_GMC_GART_TABLE_LO, uint32(table)}, {abi.REG_GMC_GART_TABLE_HI, uint32(table >> 32)},
+		{abi.REG_GMC_GART_CNTL, abi.REG_GMC_GART_CNTL__ENABLE_MASK},
+		{abi.REG_GMC_VM_INVALIDATE, 1},
+	} {
+		if err := r.SetReg(w[0], w[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetReg writes a register (a trapped REGION_WRITE).
+func (r *Rig) SetReg(off, v uint32) error {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], v)
+	return r.C.Write(abi.BAR_REGS, uint64(off), b[:])
+}
+
+// Reg reads a register.
+func (r *Rig) Reg(off uint32) (uint32, error) {
+	var b [4]byte
+	err := r.C.Read(abi.BAR_REGS, uint64(off), b[:])
+	return binary.LittleEndian.Uint32(b[:]), err
+}
+
+// Emit writes packets at the ring's wptr (no kick).
+func (r *Rig) Emit(dws []uint32) {
+	for _, dw := range dws {
+		binary.LittleEndian.PutUint32(r.ring[4*(r.wptr%r.size):], dw)
+		r.wptr++
+	}
+}
+
+// Kick rings the queue's doorbell with the wptr: a trapped write, or a store to the mmapped
+// page in poll mode.
+func (r *Rig) Kick() error {
+	if r.Poll != nil {
+		binary.LittleEndian.PutUint64(r.Poll[8*doorbellQW:], r.wptr)
+		return nil
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], r.wptr)
+	return r.C.Write(abi.BAR_DOORBELL, 8*doorbellQW, b[:])
+}
+
+// FenceGPU is the GPU address of the rig's fence dword.
+func FenceGPU() uint64 { return abi.GPU_FB_BASE + vramFence }
+
+// Fence reads the fence dword from VRAM.
+func (r *Rig) Fence() uint32 { return binary.LittleEndian.Uint32(r.VRAM[vramFence:]) }
+
+// WaitFence polls the fence until it reads seq.
+func (r *Rig) WaitFence(seq uint32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for r.Fence() != seq {
+		if time.Now().After(deadline) {
+			st, _ := r.Reg(abi.BLOCK_HQD_BASE + computeQ*abi.BLOCK_HQD_STRIDE + abi.REG_HQD_STATUS)
+			return fmt.Errorf("fence %d not written after %v (fence %d, HQD_STATUS %#x)", seq, timeout, r.Fence(), st)
+		}
+	}
+	return nil
+}
+
+// WaitIRQ waits for the IH vector's eventfd.
+func (r *Rig) WaitIRQ(timeout time.Duration) error {
+	_, err := vfiousertest.WaitIRQ(r.IRQ[0], timeout)
+	return err
+}
+
+// Close tears the rig down.
+func (r *Rig) Close() {
+	for i := len(r.closer) - 1; i >= 0; i-- {
+		r.closer[i]()
+	}
+}
+
+// fence is the packet a job ends with: amdgpu's end-of-pipe fence with an interrupt.
+func fence(seq uint32, irq bool) []uint32 { return cptest.Fence(FenceGPU(), seq, seq, irq) }

@@ -1,0 +1,312 @@
+package bench
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"vgpu/abi"
+	"vgpu/bars"
+	"vgpu/cp/cptest"
+	"vgpu/device"
+	"vgpu/vfiouser/vfiousertest"
+)
+
+// A Result is one measurement and, when it has one, its baseline from the same run.
+type Result struct {
+	Name     string
+	Value    float64 // in Unit
+	Unit     string
+	Baseline string  // what Value is compared with
+	Base     float64 // baseline value in Unit (0: none)
+	Note     string
+}
+
+// Ratio is Value/Base.
+func (r Result) Ratio() float64 {
+	if r.Base == 0 {
+		return 0
+	}
+	return r.Value / r.Base
+}
+
+func perOp(r testing.BenchmarkResult) float64 { return float64(r.T.Nanoseconds()) / float64(r.N) / 1e3 }
+
+// RegionRead is a 4-byte register read round trip through the client (µs/op), beside a raw
+// unix-socket ping-pong of the same message sizes.
+func RegionRead() (Result, error) {
+	rig, err := NewRig(RigConfig{RingDwords: 1024})
+	if err != nil {
+		return Result{}, err
+	}
+	defer rig.Close()
+	var ferr error
+	dev := testing.Benchmark(func(b *testing.B) {
+		for range b.N {
+			if _, err := rig.Reg(abi.REG_ID_MAGIC); err != nil {
+				ferr = err
+				b.FailNow()
+			}
+		}
+	})
+	return Result{Name: "REGION_READ round trip", Value: perOp(dev), Unit: "µs", Baseline: "unix socket echo", Base: perOp(testing.Benchmark(unixEcho))}, ferr
+}
+
+// unixEcho ping-pongs a 32-byte request and a 36-byte reply over a socketpair.
+func unixEcho(b *testing.B) {
+	a, c, err := vfiousertest.Socketpair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	defer c.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := c.Read(buf[:32]); err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:36]); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64)
+	b.ResetTimer()
+	for range b.N {
+		a.Write(buf[:32])
+		a.Read(buf[:36])
+	}
+}
+
+// DoorbellToInterrupt is an empty job (a fence with an interrupt) from doorbell to eventfd
+// wake-up (µs/op). Trapped doorbells are compared with a socket round trip plus an eventfd
+// wake-up (the least the path can cost); polled doorbells with a cache-line round trip between
+// two goroutines plus an eventfd wake-up.
+func DoorbellToInterrupt(mode bars.DoorbellMode) (Result, error) {
+	rig, err := NewRig(RigConfig{Doorbells: mode, RingDwords: 1 << 16})
+	if err != nil {
+		return Result{}, err
+	}
+	defer rig.Close()
+	var ferr error
+	seq := uint32(0)
+	dev := testing.Benchmark(func(b *testing.B) {
+		for range b.N {
+			seq++
+			rig.Emit(fence(seq, true))
+			if err := rig.Kick(); err != nil {
+				ferr = err
+				b.FailNow()
+			}
+			if err := rig.WaitIRQ(5 * time.Second); err != nil {
+				ferr = fmt.Errorf("job %d: %w", seq, err)
+				b.FailNow()
+			}
+		}
+	})
+	if ferr == nil && rig.Fence() != seq {
+		ferr = fmt.Errorf("fence reads %d after %d jobs", rig.Fence(), seq)
+	}
+	r := Result{Name: fmt.Sprintf("doorbell (%s) → fence → interrupt", mode), Value: perOp(dev), Unit: "µs"}
+	wake := perOp(testing.Benchmark(eventfdWake))
+	if mode == bars.DoorbellTrap {
+		r.Baseline, r.Base = "socket round trip + eventfd wake", perOp(testing.Benchmark(unixEcho))+wake
+	} else {
+		r.Baseline, r.Base = "cache-line round trip + eventfd wake", perOp(testing.Benchmark(cacheLinePingPong))+wake
+	}
+	return r, ferr
+}
+
+// eventfdWake is one eventfd signal seen by a goroutine blocked in read, and back.
+func eventfdWake(b *testing.B) {
+	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	back, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	defer unix.Close(efd)
+	defer unix.Close(back)
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	go func() {
+		buf := make([]byte, 8)
+		for {
+			if _, err := unix.Read(efd, buf); err != nil || buf[0] == 0xff {
+				return
+			}
+			unix.Write(back, one)
+		}
+	}()
+	buf := make([]byte, 8)
+	b.ResetTimer()
+	for range b.N {
+		unix.Write(efd, one)
+		unix.Read(back, buf)
+	}
+	b.StopTimer()
+	unix.Write(efd, []byte{0xfe, 0, 0, 0, 0, 0, 0, 0}) // counter value 0xfe..: ends the reader
+}
+
+// cacheLinePingPong bounces a value between two spinning goroutines through one cache line.
+func cacheLinePingPong(b *testing.B) {
+	var line [16]atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); ; i += 2 {
+			for line[0].Load() != i {
+				if line[1].Load() != 0 {
+					return
+				}
+			}
+			line[0].Store(i + 1)
+		}
+	}()
+	b.ResetTimer()
+	for i := uint64(0); i < uint64(b.N); i++ {
+		line[0].Store(2*i + 1)
+		for line[0].Load() != 2*i+2 {
+		}
+	}
+	b.StopTimer()
+	line[1].Store(1)
+	line[0].Store(^uint64(0))
+	<-done
+}
+
+// PacketRate is the CP's rate for 1-dword WRITE_DATA packets to VRAM through the whole device
+// (GPU MMU, L2), in packets per second, beside a Go loop storing the same dwords.
+func PacketRate() (Result, error) {
+	const ringDwords = 1 << 21 // 8 MiB ring
+	rig, err := NewRig(RigConfig{RingDwords: ringDwords})
+	if err != nil {
+		return Result{}, err
+	}
+	defer rig.Close()
+	dst := uint64(abi.GPU_FB_BASE) + vramScratch
+	pkt := cptest.WriteMem(dst, 0)
+	n := (ringDwords - 64) / len(pkt)
+	for i := range n {
+		pkt[len(pkt)-1] = uint32(i)
+		rig.Emit(pkt)
+	}
+	rig.Emit(cptest.Fence(FenceGPU(), 1, 1, false))
+	start := time.Now()
+	if err := rig.Kick(); err != nil {
+		return Result{}, err
+	}
+	if err := rig.WaitFence(1, time.Minute); err != nil {
+		return Result{}, err
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	// Baseline: the stores the packets ask for, done by Go directly on VRAM.
+	base := testing.Benchmark(func(b *testing.B) {
+		for i := range b.N {
+			binary.LittleEndian.PutUint32(rig.VRAM[vramScratch:], uint32(i))
+		}
+	})
+	return Result{Name: "CP WRITE_DATA (1 dword) via device", Value: rate, Unit: "packets/s",
+		Baseline: "Go store loop", Base: float64(base.N) / base.T.Seconds(),
+		Note: fmt.Sprintf("%d packets; target ≥ 20 M/s on one core", n)}, nil
+}
+
+// CopyBandwidth is DMA_DATA system memory → VRAM (uncached, through the GART) for size
+// bytes, in MB/s, beside Go's copy of the same bytes between the same mappings.
+func CopyBandwidth(size int) (Result, error) {
+	rig, err := NewRig(RigConfig{RingDwords: 1 << 12, GuestBytes: max(size, 1<<16)})
+	if err != nil {
+		return Result{}, err
+	}
+	defer rig.Close()
+	src := rig.Guest.Bytes()[:size]
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	dst := rig.VRAM[vramCopyDst : vramCopyDst+size]
+	seq := uint32(0)
+	copyOnce := func() error {
+		seq++
+		for off := 0; off < size; off += 32 << 20 { // BYTE_COUNT has 26 bits
+			n := min(size-off, 32<<20)
+			rig.Emit(cptest.DMAData{
+				SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
+				SrcPolicy: abi.PM4_CACHE_POLICY_BYPASS, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS,
+				Src: gartBase + uint64(off), Dst: abi.GPU_FB_BASE + vramCopyDst + uint64(off), Count: uint32(n), CPSync: true,
+			}.Encode())
+		}
+		rig.Emit(cptest.Fence(FenceGPU(), seq, seq, false))
+		if err := rig.Kick(); err != nil {
+			return err
+		}
+		return rig.WaitFence(seq, time.Minute)
+	}
+	if err := copyOnce(); err != nil {
+		return Result{}, err
+	}
+	if dst[size-1] != src[size-1] || dst[size/2] != src[size/2] {
+		return Result{}, fmt.Errorf("DMA_DATA copy of %d bytes produced wrong data", size)
+	}
+	var ferr error
+	dev := testing.Benchmark(func(b *testing.B) {
+		b.SetBytes(int64(size))
+		for range b.N {
+			if err := copyOnce(); err != nil {
+				ferr = err
+				b.FailNow()
+			}
+		}
+	})
+	base := testing.Benchmark(func(b *testing.B) {
+		b.SetBytes(int64(size))
+		for range b.N {
+			copy(dst, src)
+		}
+	})
+	mbs := func(r testing.BenchmarkResult) float64 { return float64(size) * float64(r.N) / r.T.Seconds() / 1e6 }
+	return Result{Name: fmt.Sprintf("DMA_DATA copy %s", sizeName(size)), Value: mbs(dev), Unit: "MB/s",
+		Baseline: "Go copy", Base: mbs(base), Note: "target ≥ 0.8× from 64 KiB up"}, ferr
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	default:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+}
+
+// IdleCPU is the CPU time the whole process uses per second of wall time while a device sits
+// idle, in poll mode, beside the same device in trap mode (which has nothing to poll).
+func IdleCPU(wall time.Duration) (Result, error) {
+	measure := func(mode bars.DoorbellMode) (float64, error) {
+		cfg := device.DefaultConfig()
+		cfg.VRAMSize, cfg.VRAMWindow, cfg.Doorbells = 16<<20, 16<<20, mode
+		dev, err := device.New(cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer dev.Close()
+		time.Sleep(100 * time.Millisecond) // let the poller back off
+		runtime.GC()
+		before := cpuTime()
+		time.Sleep(wall)
+		return (cpuTime() - before).Seconds() / wall.Seconds() * 100, nil
+	}
+	poll, err := measure(bars.DoorbellPoll)
+	if err != nil {
+		return Result{}, err
+	}
+	trap, err := measure(bars.DoorbellTrap)
+	return Result{Name: "idle device, poll mode", Value: poll, Unit: "% CPU", Baseline: "trap mode", Base: trap,
+		Note: "whole process"}, err
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,226 @@
+package cp
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"vgpu/abi"
+)
+
+// CP is the command processor: NumSlots hardware queues, each run by its own goroutine while
+// active. See the package comment for the threading contract.
+type CP struct {
+	mem                Memory
+	regs               Registers
+	irq                Interrupts
+	log                *slog.Logger
+	gpuClock, sysClock func() uint64
+	maxIB              int
+	stopTimeout        time.Duration
+
+	hqds [NumSlots]hqd
+	wg   sync.WaitGroup // every goroutine the CP started
+
+	closed atomic.Bool
+	// parked counts queues parked in WAIT_REG_MEM: Wake returns at once when it is zero.
+	parked atomic.Int32
+
+	packets, halts                           atomic.Uint64
+	doorbells, doorbellMisses, wakes, checks atomic.Uint64
+	ibs, ignoredWrites                       atomic.Uint64
+}
+
+// New returns a CP with every queue inactive.
+func New(cfg Config) *CP {
+	c := &CP{
+		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, log: cfg.Log,
+		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
+		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout,
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.gpuClock == nil {
+		start := time.Now()
+		c.gpuClock = func() uint64 { return uint64(time.Since(start)) }
+	}
+	if c.sysClock == nil {
+		c.sysClock = func() uint64 { return uint64(time.Now().UnixNano()) }
+	}
+	if c.maxIB <= 0 {
+		c.maxIB = DefaultMaxIBExpansions
+	}
+	if c.stopTimeout <= 0 {
+		c.stopTimeout = DefaultStopTimeout
+	}
+	for i := range c.hqds {
+		c.hqds[i].c, c.hqds[i].slot = c, i
+	}
+	return c
+}
+
+// RingID is the IV ring id of a slot: slot 0 is ME 0 pipe 0 queue 0 (graphics); slot s ≥ 1
+// is ME 1, pipe (s-1)/QueuesPerPipe, queue (s-1)%QueuesPerPipe.
+func RingID(slot int) uint8 {
+	if slot <= 0 {
+		return 0
+	}
+	pipe := uint32(slot-1) / QueuesPerPipe
+	queue := uint32(slot-1) % QueuesPerPipe
+	return uint8(pipe<<abi.IH_RING_ID_PIPE__SHIFT&abi.IH_RING_ID_PIPE_MASK |
+		1<<abi.IH_RING_ID_ME__SHIFT&abi.IH_RING_ID_ME_MASK |
+		queue<<abi.IH_RING_ID_QUEUE__SHIFT&abi.IH_RING_ID_QUEUE_MASK)
+}
+
+// ReadReg reads the CP register block; off is relative to BLOCK_CP_BASE.
+func (c *CP) ReadReg(off uint32) uint32 {
+	switch off + abi.BLOCK_CP_BASE {
+	case abi.REG_CP_HQD_COUNT:
+		return NumSlots
+	case abi.REG_CP_COMPUTE_PIPES:
+		return ComputePipes
+	case abi.REG_CP_QUEUES_PER_PIPE:
+		return QueuesPerPipe
+	case abi.REG_CP_PACKETS_LO:
+		return uint32(c.packets.Load())
+	case abi.REG_CP_PACKETS_HI:
+		return uint32(c.packets.Load() >> 32)
+	case abi.REG_CP_HALTS:
+		return uint32(c.halts.Load())
+	case abi.REG_CP_IB_MAX_DEPTH:
+		return IBMaxDepth
+	}
+	return 0
+}
+
+// ReadHQD reads register off (a REG_HQD_* offset) of slot's HQD instance. Out-of-range slots
+// read 0. It never blocks on a queue goroutine.
+func (c *CP) ReadHQD(slot int, off uint32) uint32 {
+	if slot < 0 || slot >= NumSlots {
+		return 0
+	}
+	return c.hqds[slot].read(off)
+}
+
+// WriteHQD writes register off of slot's HQD instance. It never blocks on a queue goroutine
+// and never touches Memory, Registers or Interrupts.
+func (c *CP) WriteHQD(slot int, off uint32, v uint32) {
+	if slot < 0 || slot >= NumSlots {
+		return
+	}
+	c.hqds[slot].write(off, v)
+}
+
+// Doorbell delivers a doorbell write: dword is the doorbell's dword index (64-bit doorbell k
+// is dword 2k), value its whole 64-bit content. Every active queue with DOORBELL_EN and that
+// DOORBELL_OFFSET gets wptr = value and is kicked.
+func (c *CP) Doorbell(dword uint32, value uint64) {
+	c.doorbells.Add(1)
+	hit := false
+	for i := range c.hqds {
+		q := c.hqds[i].q.Load()
+		if q == nil || q.stopped.Load() || !q.doorbellEn || q.doorbellOff != dword {
+			continue
+		}
+		q.kick(value)
+		hit = true
+	}
+	if !hit {
+		c.doorbellMisses.Add(1)
+	}
+}
+
+// Wake tells parked WAIT_REG_MEM waits that memory (or a register) may have changed. It is
+// cheap (an atomic load when nothing is parked) and never blocks.
+func (c *CP) Wake() {
+	if c.parked.Load() == 0 {
+		return
+	}
+	for i := range c.hqds {
+		if q := c.hqds[i].q.Load(); q != nil && q.parkedNow.Load() {
+			q.signal()
+			c.wakes.Add(1)
+		}
+	}
+}
+
+// Reset stops every queue (a dequeue reset), returns every HQD register and counter to its
+// power-on value, and waits up to the stop timeout for the queue goroutines to end.
+func (c *CP) Reset() {
+	var waits []chan struct{}
+	for i := range c.hqds {
+		if q := c.hqds[i].reset(); q != nil {
+			waits = append(waits, q.done)
+		}
+	}
+	c.packets.Store(0)
+	c.halts.Store(0)
+	deadline := time.NewTimer(c.stopTimeout)
+	defer deadline.Stop()
+	for _, d := range waits {
+		select {
+		case <-d:
+		case <-deadline.C:
+			c.log.Warn("cp: reset: a queue did not stop in time; it is abandoned", "timeout", c.stopTimeout)
+			return
+		}
+	}
+}
+
+// Close stops every queue like Reset, refuses later activations, and waits (bounded) for
+// every goroutine the CP started.
+func (c *CP) Close() {
+	c.closed.Store(true)
+	c.Reset()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.stopTimeout):
+		c.log.Warn("cp: close: goroutines still running", "timeout", c.stopTimeout)
+	}
+}
+
+// Stats is a diagnostic snapshot.
+type Stats struct {
+	Packets        uint64 // packets executed since reset (REG_CP_PACKETS)
+	Halts          uint64 // queue halts since reset (REG_CP_HALTS)
+	Doorbells      uint64 // Doorbell calls
+	DoorbellMisses uint64 // Doorbell calls that matched no active queue
+	Wakes          uint64 // wake-ups sent to parked queues by Wake
+	WaitChecks     uint64 // re-evaluations of parked WAIT_REG_MEM conditions
+	IBs            uint64 // INDIRECT_BUFFER starts (calls and chains)
+	IgnoredWrites  uint64 // HQD writes ignored (configuration while active, unknown values)
+	Queues         [NumSlots]QueueStats
+}
+
+// QueueStats is one slot's state.
+type QueueStats struct {
+	Active    bool   // HQD_ACTIVE
+	State     uint32 // HQD_STATE_*
+	Error     uint32 // CP_ERROR_*
+	ErrorAddr uint64
+	ErrorInfo uint32
+	Rptr      uint64 // monotonic read pointer (dwords; PQ_RPTR is this modulo the ring size)
+	Wptr      uint64 // last write pointer delivered (kick, doorbell or poll)
+	Fences    uint32
+	// Idle: the queue goroutine has seen Wptr, caught up with it (or the next packet extends
+	// past it), and sleeps until the wptr moves.
+	Idle bool
+}
+
+// Stats returns a snapshot of the counters and every queue's state.
+func (c *CP) Stats() Stats {
+	s := Stats{
+		Packets: c.packets.Load(), Halts: c.halts.Load(),
+		Doorbells: c.doorbells.Load(), DoorbellMisses: c.doorbellMisses.Load(),
+		Wakes: c.wakes.Load(), WaitChecks: c.checks.Load(), IBs: c.ibs.Load(),
+		IgnoredWrites: c.ignoredWrites.Load(),
+	}
+	for i := range c.hqds {
+		s.Queues[i] = c.hqds[i].stats()
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+// Package cp is the command processor: the NumSlots (17) hardware queue slots (HQDs) that
+// fetch PM4 packets from rings in GPU memory and execute them. Slot 0 is the graphics queue
+// (ME 0, pipe 0, queue 0); slots 1..16 are compute (ME 1, pipe (slot-1)/8, queue (slot-1)%8),
+// which RingID encodes for interrupt vectors. docs/device.md is the guest's view; this
+// comment is the implementation's.
+//
+// # Boundaries
+//
+// cp imports only abi. What crosses its boundary is defined here, as small mirrors of the
+// GPU-core types (docs/design.md) so cp builds and is tested on its own: Access (gpummu.Access),
+// CacheOp (l2.Op; a size of CacheAll means every line), IV (irq.IV), and the interfaces Memory
+// (gpummu.MMU), Registers (the register file, by dword offset) and Interrupts (irq.IH). The
+// device wires real parts with thin adapters. Tests use cptest's stand-ins.
+//
+// # Data flow
+//
+//	register path (device lock held)          queue goroutine (one per active slot)
+//	  WriteHQD/ReadHQD ── HQD registers           loop: wptr (kick, doorbell or poll)
+//	  WriteHQD(PQ_WPTR), Doorbell ── kick ──────►   fetch ring/IB dwords: Memory.Read, Bypass
+//	  Wake (an engine wrote memory) ── wake ────►   decode header → packet handler
+//	  DEQUEUE_REQUEST ── stop flag + wake ──────►   Memory / Registers / Interrupts
+//	                                                end of batch: publish rptr, PQ_RPTR_REPORT
+//
+// A queue fetches up to 4 KiB of ring or IB at a time into a per-stream buffer (a packet
+// may straddle the ring's end; ring fetches stop at wptr, so nothing unsubmitted is read),
+// decodes headers without allocating, and counts packets per batch. Packets of one queue run
+// strictly in order, each to completion, so EVENT_WRITE(CS_PARTIAL_FLUSH) is trivially
+// satisfied; queues run concurrently with each other.
+//
+// # Threading and the locking rule
+//
+// ReadHQD, WriteHQD, Doorbell, Wake and ReadReg are called by the device with its register
+// lock held. They never block on a queue goroutine and never call Memory, Registers or
+// Interrupts: they take the slot's mutex briefly (Doorbell and Wake take none: they load an
+// atomic pointer), set atomics, and wake the goroutine with a non-blocking send on a
+// one-slot channel. Even an invalid ring configuration, which halts the queue at once on
+// ACTIVE=1, has its interrupt sent by the queue's goroutine.
+//
+// A queue goroutine takes its slot's mutex only to record a halt or its exit, and never holds
+// it while it calls Memory, Registers or Interrupts (which may take the device lock, e.g. a
+// packet writing HQD registers through the register file). So lock order is always device
+// lock → slot mutex, and nothing waits for a goroutine except Reset and Close, which wait at
+// most Config.StopTimeout (a goroutine stuck in a call out is abandoned; its activation is no
+// longer the slot's, so its later updates are invisible and it exits at its next check).
+//
+// An idle queue (rptr == wptr) blocks on its wake channel: no CPU, no timer (with wptr
+// polling, the poll timer). A WAIT_REG_MEM that does not hold parks the queue (STATE =
+// WAITING): it blocks on the wake channel and a timer that starts at the packet's poll
+// interval (at least 10 µs) and doubles to 1 ms, and re-checks on every wake — Wake (engine
+// memory writes; Memory implementations call it), kicks, doorbells, dequeue requests — so a
+// long wait costs about a thousand cheap checks a second. Wake carries no address, so
+// wake-driven re-checks are spaced by a hold-off (10 µs, doubling to 200 µs while wakes keep
+// coming faster, reset by a quiet spell): a queue streaming writes elsewhere cannot make a
+// parked queue spin. The endless kernel blocks on the channel alone.
+//
+// # Queue lifecycle
+//
+// HQD registers are programmed while ACTIVE is 0; while active, writes to them are ignored
+// (and counted: Stats.IgnoredWrites), so they read back what is in effect. ACTIVE=1 snapshots
+// the configuration, sets rptr = wptr = 0 and starts the goroutine. It validates the ring:
+// PQ_BASE 256-byte aligned, QUEUE_SIZE 5..20 (64 dwords to 2^21), the ring inside the 48-bit
+// space, VMID ≤ 15, PQ_RPTR_REPORT_ADDR dword aligned and (when polling) PQ_WPTR_POLL_ADDR
+// qword aligned; otherwise the queue is HALTED with CP_ERROR_RING_CONFIG (ERROR_ADDR = the
+// bad address, ERROR_INFO = PQ_CONTROL) before WriteHQD returns. ACTIVE=0 writes are ignored:
+// stopping is DEQUEUE_REQUEST's job.
+//
+// The write pointer is a monotonic 64-bit dword count. It arrives by Doorbell (every active
+// queue with DOORBELL_EN and a matching DOORBELL_OFFSET gets the value), by PQ_WPTR_LO/HI
+// (each write replaces its half and kicks; write LO then HI, as a 64-bit MMIO access does),
+// or, with PQ_WPTR_POLL_CNTL.EN, from the qword at PQ_WPTR_POLL_ADDR, read (bypassing L2) on
+// every kick and every INTERVAL_US (0: 100 µs; at least 10 µs); a polled value overrides the
+// others. A wptr behind rptr is not work (it is what LO-then-HI looks like between the writes
+// when the high half changes); one more than a ring ahead halts with CP_ERROR_RING_CONFIG
+// (ERROR_INFO = its low 32 bits). A packet that extends past wptr waits for more.
+//
+// After each batch (the queue caught up with the wptr it saw, or it parks) the 32-bit rptr,
+// wrapped to the ring, is written to PQ_RPTR_REPORT_ADDR, bypassing L2 (unless the address is
+// 0 or NO_UPDATE_RPTR is set). PQ_RPTR is the fetch position: an INDIRECT_BUFFER packet is
+// consumed when its IB starts; any other packet when it finishes, so a parked WAIT_REG_MEM or
+// a halted packet keeps rptr on itself.
+//
+// DEQUEUE_DRAIN stops at the next packet boundary at any IB level (a parked WAIT_REG_MEM is
+// one; a running kernel is not) and goes IDLE keeping rptr. DEQUEUE_RESET stops at once —
+// between packets, between 64 KiB chunks of DMA_DATA and kernels, in a parked wait, in the
+// endless kernel, or from HALTED — and clears the error. A halted queue stays ACTIVE (STATE
+// HALTED) until a dequeue request: DRAIN makes it IDLE keeping the error, RESET clears it.
+// Reset stops every queue and returns all HQD registers and counters to zero; Close also
+// refuses later activations.
+//
+// # Packets
+//
+// PM4 type-3 packets in AMD encoding (amd-model §1.3) and type-2 fillers. Every packet with a
+// fixed layout must have its exact COUNT; memory addresses must be dword aligned (qword for
+// 64-bit RELEASE_MEM data); register operands are dword offsets in bits [17:0].
+//
+//   - NOP skips its payload without fetching it; PACKET3(NOP, 0x3FFF) is one dword.
+//   - SET_CONFIG_REG / SET_UCONFIG_REG write Registers at space base + offset + i and must stay
+//     in their space (else CP_ERROR_BAD_REGISTER). SET_SH_REG keeps COMPUTE_USER_DATA_0..15 per
+//     activation (the built-in kernels' arguments); other SH registers are accepted and
+//     ignored (there is no shader state).
+//   - WRITE_DATA: DST_SEL 0 registers (WR_ONE_ADDR: all to one), 1 and 5 memory (through L2
+//     unless CACHE_POLICY is BYPASS), 2 memory through L2; others CP_ERROR_BAD_PACKET.
+//     WR_CONFIRM needs nothing: every access is synchronous.
+//   - COPY_DATA: source register, memory (2, through L2 unless BYPASS), immediate (5) or the
+//     GPU clock (9); destination register or memory (2 through L2; 5 honours DST_CACHE_POLICY);
+//     32 or 64 bits (registers r and r+1).
+//   - INDIRECT_BUFFER: from the ring IB1, from IB1 IB2; deeper is CP_ERROR_IB_DEPTH. CHAIN
+//     replaces the current IB (a CHAIN in the ring itself is CP_ERROR_BAD_PACKET). Size 0 is
+//     an empty IB. IBs are fetched bypassing L2; their VMID field is ignored (kernel queues run
+//     everything in HQD_VMID). Each ring-level INDIRECT_BUFFER allows MaxIBExpansions IB
+//     starts (calls and chains at any level) before CP_ERROR_IB_LIMIT: a chain to itself ends
+//     instead of hanging, and a long run of well-formed submissions never trips it.
+//   - RELEASE_MEM (end of pipe; in-order execution makes everything before it complete): GL2
+//     cache actions (WB and/or INV of everything, then DISCARD; GL2_RANGE has no range here),
+//     then, when DATA_SEL writes data (1: 32 bits, 2: 64, 3: GPU clock, 4: system clock),
+//     Memory.FenceCheck and the write — bypassing L2 when DST_SEL is 0 and CACHE_POLICY is
+//     BYPASS, else through L2 — counted in HQD_FENCES, then for INT_SEL 1 or 2 an IV
+//     {IH_CLIENT_GRBM_CP, IH_SRC_CP_EOP, ring id, VMID, Data[0] = INT_CTXID}.
+//   - ACQUIRE_MEM: GCR_CNTL GL2_WB/GL2_INV/GL2_DISCARD on everything, or with GL2_RANGE = 2 on
+//     COHER_BASE/COHER_SIZE (256-byte units; an all-ones size is everything, 0 nothing).
+//   - WAIT_REG_MEM: register or memory (through L2 unless BYPASS), functions 0..6 on
+//     (value & mask) vs (reference & mask); OPERATION 1 writes the reference to REG_ADDR1 and
+//     polls REG_ADDR2 (registers only); OPERATION 3 is a wait (every wait is preemptible).
+//   - EVENT_WRITE: every event is accepted as a no-op (COUNT 0 or 2).
+//   - DMA_DATA: SRC_SEL 0/3 address, 2 fill data; DST_SEL 0/3 address. SEL 0 goes straight to
+//     memory, SEL 3 through L2 unless its cache policy is BYPASS. Any byte count up to
+//     2^26-1, moved in 64 KiB chunks; SAIC (a fixed source: a fill with the dword read once)
+//     and DAIC (a fixed destination: it receives the last dword) need a multiple of 4. SAS/DAS
+//     (register addresses) and GDS are CP_ERROR_BAD_PACKET.
+//   - PFP_SYNC_ME: a no-op on the graphics queue; on a compute queue, which has no PFP,
+//     CP_ERROR_BAD_OPCODE (amdgpu emits it on the graphics ring only).
+//   - DISPATCH_DIRECT: DIM_X*DIM_Y*DIM_Z ≤ MaxDispatchGroups workgroups of the built-in
+//     kernel in COMPUTE_USER_DATA_0 (KERNEL_*), through L2: FILL writes USER_DATA_5 to
+//     groups*KERNEL_GROUP_DWORDS dwords at USER_DATA_1/2; COPY copies as many from USER_DATA_3/4;
+//     INCREMENT adds the group count to the dword at USER_DATA_1/2; ENDLESS never finishes
+//     (STATE BUSY_KERNEL until DEQUEUE_RESET). KERNEL_NONE or unknown: CP_ERROR_BAD_PACKET.
+//   - Anything else, and type-0/type-1 packets: CP_ERROR_BAD_OPCODE.
+//
+// Reserved fields checked (CP_ERROR_RESERVED_BITS): header [7:2]; SET_CONFIG/UCONFIG_REG DW1
+// [27:16]; SET_SH_REG DW1 [22:16]; WRITE_DATA DW1 [7:0] and [15:12]; register operands
+// [31:18]; ACQUIRE_MEM GCR_CNTL [31:19]; PFP_SYNC_ME's payload.
+//
+// # Errors
+//
+// A packet the CP cannot execute halts its queue only: STATE = HALTED, ERROR = a CP_ERROR_*,
+// ERROR_ADDR = the packet's GPU address — or, for CP_ERROR_TRANSLATION/CP_ERROR_MEMORY, the
+// GPU address of the failed access (the start of the Memory call: a fetch window, a 64 KiB
+// DMA chunk, the fence address) — and ERROR_INFO = the packet's header (0 when the header
+// itself could not be fetched). An IV {IH_CLIENT_GRBM_CP, source, ring id, VMID, Data =
+// [code, ERROR_ADDR lo, ERROR_ADDR hi, ERROR_INFO]} is pushed and the halt is logged at Warn
+// with the error's name. Sources: CP_ERROR_RESERVED_BITS → IH_SRC_CP_RESERVED_BITS;
+// TRANSLATION, MEMORY, BAD_REGISTER, RING_CONFIG → IH_SRC_CP_GPF; BAD_OPCODE, BAD_PACKET,
+// IB_DEPTH, IB_LIMIT → IH_SRC_CP_BAD_OPCODE. A Memory error that has TranslationFault()
+// returning true is CP_ERROR_TRANSLATION, any other CP_ERROR_MEMORY; a Registers error is
+// CP_ERROR_BAD_REGISTER. Other queues are not affected.
+//
+// # Bounds
+//
+// Every guest-controlled quantity is bounded: ring size (QUEUE_SIZE 5..20), packet length
+// (COUNT+2 ≤ the ring, ≤ the rest of the IB), IB depth (IBMaxDepth) and IB starts per
+// submission (Config.MaxIBExpansions, default DefaultMaxIBExpansions), DMA_DATA bytes (the
+// 26-bit field), dispatch size (MaxDispatchGroups), pending work (wptr - rptr ≤ ring size),
+// and the wait re-check rate (10 µs .. 1 ms). Long packets move data in 64 KiB chunks so a
+// reset is honoured promptly.
+package cp

@@ -1,0 +1,507 @@
+package cp
+
+import (
+	"encoding/binary"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"vgpu/abi"
+)
+
+// queue is one activation of an HQD: created by ACTIVE=1, run by one goroutine, kept after
+// it stops (for PQ_RPTR, FENCES and the error fields) until the next activation or reset.
+//
+// Fields are grouped by who may touch them: the immutable configuration; atomics shared with
+// the register path; fields guarded by h.mu; and the goroutine's private execution state.
+type queue struct {
+	c      *CP
+	h      *hqd
+	mem    Memory
+	slot   int
+	ringID uint8
+	vmid   int
+
+	// Configuration snapshot taken at activation (immutable).
+	base, size   uint64 // ring GPU address, ring size in dwords (a power of two)
+	reportAddr   uint64
+	noUpdateRptr bool
+	pollAddr     uint64
+	pollEn       bool
+	pollInterval time.Duration
+	doorbellEn   bool
+	doorbellOff  uint32
+	initFault    *fault // invalid configuration: the queue starts halted
+	wake         chan struct{}
+	done         chan struct{} // closed when the goroutine has ended
+
+	// Shared with the register path.
+	wptr      atomic.Uint64 // last write pointer delivered (dwords, monotonic)
+	rptr      atomic.Uint64 // published read pointer (dwords, monotonic)
+	state     atomic.Uint32 // HQD_STATE_*
+	fences    atomic.Uint32
+	stopReq   atomic.Uint32 // 0, HQD_DEQUEUE_DRAIN or HQD_DEQUEUE_RESET
+	stopped   atomic.Bool   // ACTIVE reads 0; written under h.mu
+	parkedNow atomic.Bool   // parked in WAIT_REG_MEM: Wake signals it
+	idleAt    atomic.Uint64 // sleeping for the wptr to move past idleAt-1 (0: not); QueueStats.Idle
+
+	// Guarded by h.mu.
+	errCode, errInfo uint32
+	errAddr          uint64
+
+	// Goroutine-private.
+	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
+	level     int
+	ibCount   int // IB starts since the last ring-level INDIRECT_BUFFER
+	userData  [abi.SH_COMPUTE_USER_DATA_COUNT]uint32
+	count     uint64 // packets executed, not yet added to CP.packets
+	reported  uint64 // last rptr written to PQ_RPTR_REPORT_ADDR
+	stuck     bool   // the packet at rptr extends past stuckWptr: wait for more
+	stuckWptr uint64
+	timer     *time.Timer
+	scratch   [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
+	rptrBuf   [4]byte
+	pollBuf   [8]byte
+	chunk     []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
+}
+
+// stream is a dword source being executed: the ring (positions are the monotonic dword
+// count, wrapping in the ring) or an IB (positions are indexes into it).
+type stream struct {
+	base, size uint64
+	ring       bool
+	pos, end   uint64 // next dword to execute; ring: wptr of the batch, IB: its size
+
+	buf    []byte // fetched dwords [bufPos, bufPos+bufN)
+	bufPos uint64
+	bufN   uint64
+}
+
+func (s *stream) addr(pos uint64) uint64 {
+	if s.ring {
+		return s.base + pos&(s.size-1)*4
+	}
+	return s.base + pos*4
+}
+
+func le32(p []byte) uint32 { return binary.LittleEndian.Uint32(p) }
+
+// kick records a new write pointer and wakes the goroutine.
+func (q *queue) kick(wptr uint64) {
+	q.wptr.Store(wptr)
+	q.signal()
+}
+
+// signal wakes the goroutine without blocking (the channel holds one pending wake).
+func (q *queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopLocked makes the queue inactive (h.mu held): a reset also clears the error.
+func (q *queue) stopLocked(reset bool) {
+	q.stopped.Store(true)
+	q.state.Store(abi.HQD_STATE_IDLE)
+	if reset {
+		q.errCode, q.errAddr, q.errInfo = 0, 0, 0
+	}
+}
+
+// current reports whether q is still its slot's activation (a reset replaces it).
+func (q *queue) current() bool { return q.h.q.Load() == q }
+
+// run is the queue goroutine.
+func (q *queue) run() {
+	defer q.c.wg.Done()
+	defer close(q.done)
+	if q.initFault != nil {
+		q.report(q.initFault, q.errAddr, q.errInfo)
+		return
+	}
+	defer q.exit()
+	q.timer = time.NewTimer(time.Hour)
+	q.timer.Stop()
+	ring := &q.streams[0]
+	*ring = stream{base: q.base, size: q.size, ring: true}
+	for {
+		if q.stopReq.Load() != 0 {
+			return
+		}
+		if q.pollEn {
+			if err := q.read(true, q.pollAddr, q.pollBuf[:]); err != nil {
+				q.halt(err, q.pollAddr, 0)
+				return
+			}
+			q.wptr.Store(binary.LittleEndian.Uint64(q.pollBuf[:]))
+		}
+		w := q.wptr.Load()
+		ahead := w - ring.pos
+		// A wptr behind rptr is not work: it is what a 64-bit PQ_WPTR written low half first
+		// looks like between the two writes when the high half changes, so it waits.
+		if ahead == 0 || ahead > math.MaxInt64 || q.stuck && w == q.stuckWptr {
+			if !q.endBatch() {
+				return
+			}
+			q.idleAt.Store(w + 1)
+			q.sleep()
+			q.idleAt.Store(0)
+			continue
+		}
+		if ahead > q.size {
+			// More than a ring ahead would execute ring contents the driver has not written
+			// (or loop over stale ones): refuse it.
+			q.halt(&fault{code: abi.CP_ERROR_RING_CONFIG, why: "wptr more than the ring size ahead of rptr"},
+				ring.addr(ring.pos), uint32(w))
+			return
+		}
+		ring.end, q.stuck = w, false
+		switch q.execute() {
+		case execStuck:
+			q.stuck, q.stuckWptr = true, w
+		case execStop, execHalt:
+			return
+		}
+	}
+}
+
+// sleep blocks until a wake (kick, doorbell, dequeue) or, with wptr polling, the poll timer.
+// An idle queue without polling costs no CPU.
+func (q *queue) sleep() {
+	if !q.pollEn {
+		<-q.wake
+		return
+	}
+	q.timer.Reset(q.pollInterval)
+	select {
+	case <-q.wake:
+		q.timer.Stop()
+	case <-q.timer.C:
+	}
+}
+
+// endBatch publishes the read pointer and the packet count and writes the rptr report. It
+// returns false if the queue halted.
+func (q *queue) endBatch() bool {
+	pos := q.streams[0].pos
+	q.rptr.Store(pos)
+	q.flushCount()
+	if pos == q.reported || q.reportAddr == 0 || q.noUpdateRptr {
+		return true
+	}
+	binary.LittleEndian.PutUint32(q.rptrBuf[:], uint32(pos&(q.size-1)))
+	if err := q.write(true, q.reportAddr, q.rptrBuf[:]); err != nil {
+		q.halt(err, q.reportAddr, 0)
+		return false
+	}
+	q.reported = pos
+	return true
+}
+
+func (q *queue) flushCount() {
+	if q.count != 0 && q.current() {
+		q.c.packets.Add(q.count)
+	}
+	q.count = 0
+}
+
+// exit ends the activation: a dequeue request makes it inactive; a halted queue stays active
+// (HALTED) until DEQUEUE_RESET.
+func (q *queue) exit() {
+	q.rptr.Store(q.streams[0].pos)
+	q.flushCount()
+	q.h.mu.Lock()
+	defer q.h.mu.Unlock()
+	if q.stopped.Load() {
+		return
+	}
+	if req := q.stopReq.Load(); req != 0 {
+		q.stopLocked(req == abi.HQD_DEQUEUE_RESET)
+	}
+}
+
+type execStatus uint8
+
+const (
+	execDone  execStatus = iota // the ring is drained to the batch's wptr
+	execStuck                   // the next ring packet extends past wptr
+	execStop                    // a dequeue request
+	execHalt                    // an error halted the queue
+)
+
+// execute runs packets from the ring (and the IBs they start) until the ring reaches the
+// batch's wptr, a dequeue request, or an error.
+func (q *queue) execute() execStatus {
+	for {
+		s := &q.streams[q.level]
+		if s.pos >= s.end {
+			if q.level == 0 {
+				return execDone
+			}
+			q.level--
+			continue
+		}
+		if q.stopReq.Load() != 0 {
+			q.level = 0
+			return execStop
+		}
+		// Fast path: the packet is in the fetch buffer (off wraps when pos < bufPos).
+		pos := s.pos
+		var hdr uint32
+		if off := pos - s.bufPos; off < s.bufN {
+			hdr = le32(s.buf[off*4:])
+		} else {
+			p, err := q.fetch(s, pos, 1)
+			if err != nil {
+				q.halt(err, s.addr(pos), 0)
+				return execHalt
+			}
+			hdr = le32(p)
+		}
+		n := uint64(1)
+		switch hdr >> abi.PM4_HEADER_TYPE__SHIFT {
+		case abi.PM4_TYPE2:
+			s.pos++
+			q.count++
+			continue
+		case abi.PM4_TYPE3:
+			if hdr&pm4HeaderReserved != 0 {
+				q.halt(reserved("PM4 header bits [7:2]"), s.addr(pos), hdr)
+				return execHalt
+			}
+			if hdr&(abi.PM4_HEADER_COUNT_MASK|abi.PM4_HEADER_OPCODE_MASK) != abi.PM4_NOP_ONE_DWORD&(abi.PM4_HEADER_COUNT_MASK|abi.PM4_HEADER_OPCODE_MASK) {
+				n = uint64(hdr&abi.PM4_HEADER_COUNT_MASK>>abi.PM4_HEADER_COUNT__SHIFT) + 2
+			}
+		default:
+			q.halt(&fault{code: abi.CP_ERROR_BAD_OPCODE, why: "type-0/type-1 packet"}, s.addr(pos), hdr)
+			return execHalt
+		}
+		if n > s.end-pos {
+			if s.ring && n <= q.size {
+				// Not all of the packet is submitted yet: wait for the wptr to move.
+				return execStuck
+			}
+			q.halt(badPacket("packet longer than the rest of its ring or IB"), s.addr(pos), hdr)
+			return execHalt
+		}
+		op := hdr & abi.PM4_HEADER_OPCODE_MASK >> abi.PM4_HEADER_OPCODE__SHIFT
+		if op == abi.PM4_IT_NOP {
+			s.pos += n // skipped without fetching the payload
+			q.count++
+			continue
+		}
+		var p []byte
+		if off := pos - s.bufPos; off+n <= s.bufN { // pos ≥ bufPos after the header fetch
+			p = s.buf[off*4 : (off+n)*4]
+		} else {
+			var err error
+			if p, err = q.fetch(s, pos, n); err != nil {
+				q.halt(err, s.addr(pos), hdr)
+				return execHalt
+			}
+		}
+		// An INDIRECT_BUFFER is consumed when its IB starts (the IB returns after it, and a
+		// CHAIN replaces *s); any other packet when it finishes, so a parked or interrupted
+		// packet keeps rptr on itself.
+		isIB := op == abi.PM4_IT_INDIRECT_BUFFER
+		if isIB {
+			s.pos = pos + n
+		}
+		var err error
+		if op == abi.PM4_IT_WRITE_DATA { // the most frequent packet: one call less
+			err = q.writeData(hdr&abi.PM4_HEADER_COUNT_MASK>>abi.PM4_HEADER_COUNT__SHIFT, p)
+		} else {
+			err = q.exec(op, hdr, p)
+		}
+		if err != nil {
+			if isIB {
+				s.pos = pos // refused before any stream changed
+			}
+			if err == errStop {
+				q.level = 0
+				return execStop
+			}
+			q.halt(err, s.addr(pos), hdr)
+			return execHalt
+		}
+		if !isIB {
+			s.pos = pos + n
+		}
+		q.count++
+	}
+}
+
+// fetch returns dwords [pos, pos+n) of s (n ≤ s.end-pos), reading through Memory (bypassing
+// L2: command fetch is coherent) up to fetchChunkDwords ahead.
+func (q *queue) fetch(s *stream, pos, n uint64) ([]byte, error) {
+	if pos >= s.bufPos && pos+n <= s.bufPos+s.bufN {
+		off := (pos - s.bufPos) * 4
+		return s.buf[off : off+n*4], nil
+	}
+	want := max(min(s.end-pos, fetchChunkDwords), n)
+	if uint64(cap(s.buf)) < want*4 {
+		s.buf = make([]byte, max(want, fetchChunkDwords)*4)
+	}
+	b := s.buf[:want*4]
+	s.bufN = 0
+	if s.ring {
+		off := pos & (s.size - 1)
+		first := min(s.size-off, want)
+		if err := q.read(true, s.base+off*4, b[:first*4]); err != nil {
+			return nil, err
+		}
+		if first < want {
+			if err := q.read(true, s.base, b[first*4:]); err != nil {
+				return nil, err
+			}
+		}
+		// Publish progress now and then during long batches.
+		q.rptr.Store(q.streams[0].pos)
+	} else if err := q.read(true, s.base+pos*4, b); err != nil {
+		return nil, err
+	}
+	s.bufPos, s.bufN = pos, want
+	return b[:n*4], nil
+}
+
+// read and write are the queue's memory accesses; errors come back as faults carrying va.
+func (q *queue) read(bypass bool, va uint64, p []byte) error {
+	if err := q.mem.Read(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
+		return memFault(err, va)
+	}
+	return nil
+}
+
+func (q *queue) write(bypass bool, va uint64, p []byte) error {
+	if err := q.mem.Write(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
+		return memFault(err, va)
+	}
+	return nil
+}
+
+// park blocks the goroutine in a WAIT_REG_MEM until cond holds, re-checking on every wake
+// and on a timer that starts at the packet's poll interval and backs off. A dequeue request
+// (drain or reset) ends the wait with errStop.
+//
+// Wake carries no address, so a busy queue elsewhere wakes every parked queue on each of its
+// writes: wake-driven re-checks closer together than a hold-off are delayed to it, and the
+// hold-off doubles while wakes keep coming that fast (a quiet spell resets it). The first
+// wake after a quiet spell re-checks at once.
+func (q *queue) park(w *waitCond, interval time.Duration) error {
+	if !q.endBatch() {
+		return errHalted
+	}
+	q.state.Store(abi.HQD_STATE_WAITING)
+	q.parkedNow.Store(true)
+	q.c.parked.Add(1)
+	defer func() {
+		q.c.parked.Add(-1)
+		q.parkedNow.Store(false)
+		q.state.CompareAndSwap(abi.HQD_STATE_WAITING, abi.HQD_STATE_RUNNING)
+	}()
+	d := min(max(interval, minWaitInterval), maxWaitInterval)
+	holdoff := minWakeHoldoff
+	for {
+		// Evaluated after parkedNow is set: a write that raced with the caller's first
+		// evaluation has woken us or is seen here.
+		q.c.checks.Add(1)
+		ok, err := w.eval(q)
+		if err != nil || ok {
+			return err
+		}
+		checked := time.Now()
+		q.timer.Reset(d)
+		woke := false
+		select {
+		case <-q.wake:
+			q.timer.Stop()
+			woke = true
+		case <-q.timer.C:
+			d = min(2*d, maxWaitInterval)
+		}
+		if q.stopReq.Load() != 0 {
+			return errStop
+		}
+		if !woke {
+			continue
+		}
+		if since := time.Since(checked); since < holdoff {
+			if q.pause(holdoff - since) {
+				return errStop
+			}
+			holdoff = min(2*holdoff, maxWakeHoldoff)
+		} else {
+			holdoff = minWakeHoldoff
+		}
+	}
+}
+
+// pause sleeps for d, absorbing wakes; it returns true early if a dequeue is requested.
+func (q *queue) pause(d time.Duration) bool {
+	q.timer.Reset(d)
+	for {
+		select {
+		case <-q.wake:
+			if q.stopReq.Load() != 0 {
+				q.timer.Stop()
+				return true
+			}
+		case <-q.timer.C:
+			return false
+		}
+	}
+}
+
+// endless is the KERNEL_ENDLESS dispatch: the queue is busy until a dequeue reset (a drain
+// cannot stop a running dispatch). It waits on the wake channel: no CPU.
+func (q *queue) endless() error {
+	if !q.endBatch() {
+		return errHalted
+	}
+	q.state.Store(abi.HQD_STATE_BUSY_KERNEL)
+	for {
+		<-q.wake
+		if q.stopReq.Load() == abi.HQD_DEQUEUE_RESET {
+			return errStop
+		}
+	}
+}
+
+// resetRequested is checked between chunks of long packets: only a reset interrupts a packet.
+func (q *queue) resetRequested() bool { return q.stopReq.Load() == abi.HQD_DEQUEUE_RESET }
+
+// halt stops the queue on an error: STATE=HALTED with the error fields, then (outside the
+// lock) the log line and the IV. The queue stays active until DEQUEUE_RESET.
+func (q *queue) halt(err error, addr uint64, hdr uint32) {
+	if err == errHalted {
+		return
+	}
+	f := asFault(err)
+	if f.hasAddr {
+		addr = f.addr
+	}
+	q.h.mu.Lock()
+	if !q.stopped.Load() {
+		q.errCode, q.errAddr, q.errInfo = f.code, addr, hdr
+		q.state.Store(abi.HQD_STATE_HALTED)
+	}
+	q.h.mu.Unlock()
+	q.report(f, addr, hdr)
+}
+
+// report counts, logs and signals a halt (queue goroutine only: it calls Interrupts).
+func (q *queue) report(f *fault, addr uint64, info uint32) {
+	if q.current() {
+		q.c.halts.Add(1)
+	}
+	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", addr, "info", info, "why", f.why}
+	if f.err != nil {
+		attrs = append(attrs, "cause", f.err)
+	}
+	q.c.log.Warn("cp: queue halted", attrs...)
+	q.c.irq.Push(IV{
+		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.vmid),
+		Data: [4]uint32{f.code, uint32(addr), uint32(addr >> 32), info},
+	})
+}

@@ -1,0 +1,152 @@
+package cp
+
+import (
+	"log/slog"
+	"time"
+
+	"vgpu/abi"
+)
+
+// Access says how one engine memory access reaches memory. It mirrors gpummu.Access; the
+// device glue converts it (cp imports only abi, see the package comment).
+type Access struct {
+	VMID   int  // address space of the access (the queue's HQD_VMID)
+	Slot   int  // hardware queue slot that makes the access (for fault and L2 reports)
+	Bypass bool // cache policy BYPASS: straight to memory, not through L2
+}
+
+// CacheOp is an L2 maintenance action requested by RELEASE_MEM or ACQUIRE_MEM. It mirrors
+// l2.Op; the device glue converts it.
+type CacheOp uint8
+
+const (
+	CacheWB      CacheOp = iota + 1 // write back dirty lines, keep them valid
+	CacheInv                        // invalidate lines (dirty data is written back first)
+	CacheWBInv                      // write back, then invalidate
+	CacheDiscard                    // drop lines without writing them back
+)
+
+// CacheAll, as the size of a Memory.CacheOp call, means "every line" (the va is then 0); any
+// other size is a GPU address range [va, va+size).
+const CacheAll = ^uint64(0)
+
+func (o CacheOp) String() string {
+	switch o {
+	case CacheWB:
+		return "WB"
+	case CacheInv:
+		return "INV"
+	case CacheWBInv:
+		return "WB_INV"
+	case CacheDiscard:
+		return "DISCARD"
+	}
+	return "?"
+}
+
+// IV is one interrupt vector as the CP produces it. It mirrors irq.IV; the device glue
+// converts it. Data[0..3] become IV dwords 4..7 (AMD SRC_DATA[0..3]).
+type IV struct {
+	Client, Source, RingID, VMID uint8
+	PASID                        uint16
+	Data                         [4]uint32
+}
+
+// Memory is the GPU address space as engines see it (gpummu.MMU in the device).
+//
+// Errors are access failures; an error that has a method `TranslationFault() bool` returning
+// true halts the queue with CP_ERROR_TRANSLATION, any other error with CP_ERROR_MEMORY.
+// Write implementations are expected to notify parked queues (CP.Wake) themselves.
+type Memory interface {
+	Read(a Access, va uint64, p []byte) error
+	Write(a Access, va uint64, p []byte) error
+	CacheOp(a Access, op CacheOp, va, size uint64) error
+	// FenceCheck is called before a RELEASE_MEM data write, after its cache actions: strict
+	// L2 mode reports dirty lines written by slot that the fence would publish too early.
+	FenceCheck(slot int, va uint64)
+}
+
+// Registers is the register BAR as packets reach it, by dword offset (the device's register
+// file). An error means the packet may not touch that register: CP_ERROR_BAD_REGISTER.
+type Registers interface {
+	ReadReg(dw uint32) (uint32, error)
+	WriteReg(dw uint32, v uint32) error
+}
+
+// Interrupts receives the CP's interrupt vectors (irq.IH in the device). Push must not block
+// on anything a queue goroutine does.
+type Interrupts interface {
+	Push(iv IV)
+}
+
+// Config wires a CP. Memory, Registers and Interrupts are required.
+type Config struct {
+	Memory     Memory
+	Registers  Registers
+	Interrupts Interrupts
+	Log        *slog.Logger // nil: discard
+
+	// GPUClock and SystemClock give the 64-bit timestamps of RELEASE_MEM DATA_SEL 3/4 and
+	// COPY_DATA's clock source. nil: nanoseconds since New (GPU) and Unix nanoseconds (system).
+	GPUClock, SystemClock func() uint64
+
+	// MaxIBExpansions bounds INDIRECT_BUFFER starts (calls and chains, any level) per
+	// ring-level INDIRECT_BUFFER packet. 0: DefaultMaxIBExpansions.
+	MaxIBExpansions int
+	// StopTimeout bounds how long Reset and Close wait for queue goroutines. 0:
+	// DefaultStopTimeout.
+	StopTimeout time.Duration
+}
+
+// Named bounds and layout numbers. Every guest-controlled quantity the CP iterates over has one.
+const (
+	// NumSlots is the number of hardware queue slots (HQD instances).
+	NumSlots = abi.BLOCK_HQD_COUNT
+	// ComputePipes and QueuesPerPipe: slots 1..16 are ME 1, pipe-major.
+	// TODO(abi): no abi constant carries these values (only the REG_CP_* registers); ask for
+	// CP_COMPUTE_PIPES / CP_QUEUES_PER_PIPE.
+	ComputePipes  = 2
+	QueuesPerPipe = 8
+	// IBMaxDepth is the deepest INDIRECT_BUFFER nesting: IB1 (from the ring) and IB2 (from IB1).
+	// TODO(abi): documented in REG_CP_IB_MAX_DEPTH's text only; ask for CP_IB_MAX_DEPTH.
+	IBMaxDepth = 2
+
+	// DefaultMaxIBExpansions bounds the work one ring-level INDIRECT_BUFFER can cause, so a
+	// chain that points at itself ends with CP_ERROR_IB_LIMIT instead of running forever.
+	DefaultMaxIBExpansions = 4096
+	// DefaultStopTimeout: Reset/Close give up waiting for a queue goroutine stuck in a
+	// Memory, Registers or Interrupts call after this long (it exits harmlessly later).
+	DefaultStopTimeout = 100 * time.Millisecond
+
+	// MaxDispatchGroups bounds DIM_X*DIM_Y*DIM_Z of DISPATCH_DIRECT (2^20 groups of
+	// KERNEL_GROUP_DWORDS dwords = 256 MiB of kernel output at most).
+	MaxDispatchGroups = 1 << 20
+
+	// Ring sizes: PQ_CONTROL.QUEUE_SIZE q gives 2^(q+1) dwords; 64 dwords (256 B) to 2^21
+	// dwords (8 MiB). TODO(abi): documented in the QUEUE_SIZE field text only.
+	minQueueSizeField = 5
+	maxQueueSizeField = 20
+	// ringAlign: PQ_BASE must be 256-byte aligned.
+	ringAlign = 256
+)
+
+// Internal bounds of work done per step (not guest-visible).
+const (
+	// fetchChunkDwords: ring and IB dwords are read through Memory up to 4 KiB at a time.
+	fetchChunkDwords = 1024
+	// dmaChunkBytes: DMA_DATA and kernels move data in 64 KiB pieces; a dequeue reset is
+	// honoured between pieces.
+	dmaChunkBytes = 64 << 10
+	// WAIT_REG_MEM re-check timer: the programmed interval (µs) clamped to at least
+	// minWaitInterval, doubling on each timer expiry up to maxWaitInterval, so a long wait
+	// costs next to no CPU. Wake, doorbells and dequeue requests re-check at once.
+	minWaitInterval = 10 * time.Microsecond
+	maxWaitInterval = time.Millisecond
+	// Wake-driven re-checks of a parked wait are at least a hold-off apart; it doubles from
+	// minWakeHoldoff to maxWakeHoldoff while wakes keep arriving faster (see queue.park).
+	minWakeHoldoff = 10 * time.Microsecond
+	maxWakeHoldoff = 200 * time.Microsecond
+	// defaultWptrPoll is PQ_WPTR_POLL_CNTL.INTERVAL_US = 0; minWptrPoll caps the poll rate.
+	defaultWptrPoll = 100 * time.Microsecond
+	minWptrPoll     = 10 * time.Microsecond
+)

@@ -1,0 +1,297 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+
+	"vgpu/abi"
+	"vgpu/cp"
+	"vgpu/gpummu"
+	"vgpu/irq"
+	"vgpu/l2"
+)
+
+// gpu is the GPU core behind the register blocks: the L2 model, the memory controller, the
+// interrupt handler ring and the command processor, wired together with small adapters
+// (cp defines its own narrow types so that it depends on nothing but abi).
+type gpu struct {
+	cache *l2.Cache
+	mmu   *gpummu.MMU
+	ih    *irq.IH
+	cp    *cp.CP
+
+	hdpDone    uint32 // HDP_FLUSH_DONE
+	hdpFlushes uint32
+	config     [8]uint32 // CONFIG_SCRATCH_*
+}
+
+func (d *Device) newGPU() {
+	g := &d.gpu
+	back := physBacking{d}
+	g.cache = l2.New(back, d.log.With("part", "l2"))
+	g.mmu = gpummu.New(g.cache, back, d.cfg.VRAMSize, d.log.With("part", "gpummu"))
+	g.ih = irq.NewIH(ihMemory{g.mmu}, d.raiseVector, d.log.With("part", "ih"))
+	g.cp = cp.New(cp.Config{
+		Memory:     engineMemory{g.mmu},
+		Registers:  registerPort{d},
+		Interrupts: interruptPort{g.ih},
+		Log:        d.log.With("part", "cp"),
+	})
+	// Engine writes can satisfy a parked WAIT_REG_MEM: tell the CP to re-check.
+	g.mmu.SetOnWrite(g.cp.Wake)
+}
+
+// resetGPU returns the core to power-on state: engines first, then what they use.
+func (g *gpu) reset() {
+	g.cp.Reset()
+	g.ih.Reset()
+	g.mmu.Reset()
+	g.cache.Reset()
+	g.cache.SetStrict(false)
+	g.hdpDone, g.hdpFlushes, g.config = 0, 0, [8]uint32{}
+}
+
+func (g *gpu) close() {
+	if g.cp != nil {
+		g.cp.Close()
+	}
+}
+
+// raiseVector delivers an interrupt the IH ring (or another engine) raises. An MSI is a
+// memory write by the function, so Bus Master gates it like any DMA.
+func (d *Device) raiseVector(vector int) {
+	if !d.busMaster.Load() {
+		d.stats.irqWithoutBusMaster.Add(1)
+		return
+	}
+	if d.msixOn.Load() {
+		if err := d.irqs.TriggerMSIX(vector); err != nil {
+			d.stats.irqErrors.Add(1)
+			d.log.Warn("interrupt refused", "vector", vector, "err", err)
+		}
+		return
+	}
+	if !d.intxOff.Load() {
+		d.irqs.AssertINTx()
+	}
+}
+
+// routeDoorbell sends a doorbell write to whoever listens on it: the IH read pointer or a
+// queue. index is the 64-bit doorbell number; registers speak in dword indexes (2·index).
+func (d *Device) routeDoorbell(index int, value uint64) {
+	dword := uint32(index) * 2
+	if db, on := d.gpu.ih.DoorbellRPTR(); on && (db == dword || db == dword+1) {
+		if db == dword+1 {
+			value >>= 32
+		}
+		d.gpu.ih.SetRPTR(uint32(value))
+		return
+	}
+	d.gpu.cp.Doorbell(dword, value)
+}
+
+// physBacking is the L2's memory: system addresses are DMA addresses (IOVAs) served by
+// dma.Space, which also applies Bus Master; VRAM addresses are offsets into the VRAM memfd.
+type physBacking struct{ d *Device }
+
+func (b physBacking) ReadPhys(dom l2.Domain, addr uint64, p []byte) error {
+	if dom == l2.DomainSystem {
+		return b.d.mem.Read(addr, p)
+	}
+	v, err := b.vram(addr, len(p))
+	if err != nil {
+		return err
+	}
+	copy(p, v)
+	return nil
+}
+
+func (b physBacking) WritePhys(dom l2.Domain, addr uint64, p []byte) error {
+	if dom == l2.DomainSystem {
+		return b.d.mem.Write(addr, p)
+	}
+	v, err := b.vram(addr, len(p))
+	if err != nil {
+		return err
+	}
+	copy(v, p)
+	return nil
+}
+
+var errOutsideVRAM = errors.New("outside VRAM")
+
+func (b physBacking) vram(addr uint64, n int) ([]byte, error) {
+	mem := b.d.vram.Bytes()
+	if addr >= uint64(len(mem)) || uint64(n) > uint64(len(mem))-addr {
+		return nil, fmt.Errorf("VRAM access [%#x+%d): %w", addr, n, errOutsideVRAM)
+	}
+	return mem[addr : addr+uint64(n)], nil
+}
+
+// engineMemory adapts gpummu to cp.Memory.
+type engineMemory struct{ mmu *gpummu.MMU }
+
+func access(a cp.Access) gpummu.Access {
+	return gpummu.Access{VMID: a.VMID, Slot: a.Slot, Bypass: a.Bypass}
+}
+
+func (m engineMemory) Read(a cp.Access, va uint64, p []byte) error {
+	return m.mmu.Read(access(a), va, p)
+}
+
+func (m engineMemory) Write(a cp.Access, va uint64, p []byte) error {
+	return m.mmu.Write(access(a), va, p)
+}
+
+func (m engineMemory) CacheOp(a cp.Access, op cp.CacheOp, va, size uint64) error {
+	var o l2.Op
+	switch op {
+	case cp.CacheWB:
+		o = l2.OpWriteBack
+	case cp.CacheInv:
+		o = l2.OpInvalidate
+	case cp.CacheWBInv:
+		o = l2.OpWriteBackInvalidate
+	case cp.CacheDiscard:
+		o = l2.OpDiscard
+	default:
+		return fmt.Errorf("cache op %v: %w", op, syscall.EINVAL)
+	}
+	if size == cp.CacheAll {
+		size = gpummu.CacheAll
+	}
+	return m.mmu.CacheOp(access(a), o, va, size)
+}
+
+func (m engineMemory) FenceCheck(slot int, va uint64) { m.mmu.FenceCheck(slot, va) }
+
+// ihMemory is the IH ring's path to memory: VMID 0, never cached.
+type ihMemory struct{ mmu *gpummu.MMU }
+
+func (m ihMemory) Write(va uint64, p []byte) error {
+	return m.mmu.Write(gpummu.Access{Bypass: true, Slot: -1}, va, p)
+}
+
+// interruptPort adapts irq.IH to cp.Interrupts.
+type interruptPort struct{ ih *irq.IH }
+
+func (p interruptPort) Push(iv cp.IV) {
+	p.ih.Push(irq.IV{Client: iv.Client, Source: iv.Source, RingID: iv.RingID, VMID: iv.VMID, PASID: iv.PASID, Data: iv.Data})
+}
+
+// errNotForPackets refuses a packet's access to a register it may not touch.
+var errNotForPackets = errors.New("register not reachable by packets")
+
+// registerPort is the register BAR as packets reach it (SET_*_REG, WRITE_DATA/COPY_DATA to a
+// register, WAIT_REG_MEM on a register): every claimed register except the MSI-X page, under
+// the same lock as the vfio-user worker's accesses.
+type registerPort struct{ d *Device }
+
+func (r registerPort) check(dw uint32) (uint32, error) {
+	off := dw * 4
+	if dw >= abi.REGS_SIZE/4 || off >= abi.REGS_MSIX_TABLE_OFFSET {
+		return 0, fmt.Errorf("register dword %#x: %w", dw, errNotForPackets)
+	}
+	if _, ok := r.d.regs.Claimed(off); !ok {
+		return 0, fmt.Errorf("register dword %#x is not implemented: %w", dw, errNotForPackets)
+	}
+	return off, nil
+}
+
+func (r registerPort) ReadReg(dw uint32) (uint32, error) {
+	off, err := r.check(dw)
+	if err != nil {
+		return 0, err
+	}
+	var b [4]byte
+	r.d.regMu.Lock()
+	r.d.regs.Read(uint64(off), b[:])
+	r.d.regMu.Unlock()
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24, nil
+}
+
+func (r registerPort) WriteReg(dw uint32, v uint32) error {
+	off, err := r.check(dw)
+	if err != nil {
+		return err
+	}
+	b := [4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}
+	r.d.regMu.Lock()
+	r.d.regs.Write(uint64(off), b[:])
+	r.d.regMu.Unlock()
+	return nil
+}
+
+// GPU register blocks: each forwards to its owner with offsets relative to the block.
+
+func (d *Device) gpuClaims() map[string]blockOwner {
+	g := &d.gpu
+	return map[string]blockOwner{
+		"GMC": {Read: g.mmu.ReadReg, Write: g.mmu.WriteReg},
+		"IH":  {Read: g.ih.ReadReg, Write: g.ih.WriteReg},
+		"L2":  {Read: g.cache.ReadReg, Write: g.cache.WriteReg},
+		"CP":  {Read: g.cp.ReadReg},
+		"HQD": {
+			Read: func(off uint32) uint32 {
+				return g.cp.ReadHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE)
+			},
+			Write: func(off, v uint32) {
+				g.cp.WriteHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE, v)
+			},
+		},
+		"HDP":    {Read: g.readHDP, Write: g.writeHDP},
+		"CONFIG": {Read: func(off uint32) uint32 { return g.config[off/4] }, Write: func(off, v uint32) { g.config[off/4] = v }},
+	}
+}
+
+func (g *gpu) readHDP(off uint32) uint32 {
+	switch off + abi.BLOCK_HDP_BASE {
+	case abi.REG_HDP_FLUSH_DONE:
+		return g.hdpDone
+	case abi.REG_HDP_FLUSHES:
+		return g.hdpFlushes
+	}
+	return 0
+}
+
+// writeHDP completes flushes at once: vgpu's host path to VRAM has no buffer to drain.
+func (g *gpu) writeHDP(off, v uint32) {
+	switch off + abi.BLOCK_HDP_BASE {
+	case abi.REG_HDP_MEM_FLUSH_CNTL:
+		g.hdpFlushes++
+	case abi.REG_HDP_FLUSH_REQ:
+		g.hdpDone |= v
+		g.hdpFlushes++
+	}
+}
+
+// gpuDiagnostics is the GPU core's part of the report.
+type gpuDiagnostics struct {
+	CP  cp.Stats
+	MMU gpummu.Stats
+	L2  l2.Stats
+	IH  irq.IHStats
+}
+
+func (g *gpu) diagnostics() gpuDiagnostics {
+	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats()}
+}
+
+func (g gpuDiagnostics) String() string {
+	var b []byte
+	b = fmt.Appendf(b, "cp: packets %d, halts %d, doorbells %d (unmatched %d), IBs %d, waits re-checked %d\n",
+		g.CP.Packets, g.CP.Halts, g.CP.Doorbells, g.CP.DoorbellMisses, g.CP.IBs, g.CP.WaitChecks)
+	for slot, q := range g.CP.Queues {
+		if q.Active || q.State != abi.HQD_STATE_IDLE || q.Error != 0 {
+			b = fmt.Appendf(b, "  queue %d: %+v\n", slot, q)
+		}
+	}
+	b = fmt.Appendf(b, "gpummu: %+v\n", g.MMU)
+	b = fmt.Appendf(b, "l2: %+v\n", g.L2)
+	b = fmt.Appendf(b, "ih: %+v\n", g.IH)
+	return string(b)
+}
+
+var _ = slog.LevelInfo
