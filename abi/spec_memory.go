@@ -41,6 +41,16 @@ var memoryGroups = []ConstGroup{
 		c("RELEASE_MEM", 0x49, ""), c("DMA_DATA", 0x50, ""), c("ACQUIRE_MEM", 0x58, ""),
 		c("SET_CONFIG_REG", 0x68, ""), c("SET_SH_REG", 0x76, ""), c("SET_UCONFIG_REG", 0x79, ""),
 	)},
+	{Prefix: "PM4_", Doc: "Operand masks.", Consts: consts(
+		c("REG_OFFSET_MASK", 0x3FFFF, "Register operands of WRITE_DATA, COPY_DATA and WAIT_REG_MEM: a dword offset in [17:0]."),
+		c("SET_REG_OFFSET_MASK", 0xFFFF, "SET_*_REG DW1: register offset [15:0] relative to the space."),
+	)},
+	{Prefix: "CP_", Doc: "Command processor layout.", Consts: consts(
+		c("COMPUTE_PIPES", 2, ""), c("QUEUES_PER_PIPE", 8, ""),
+		c("IB_MAX_DEPTH", 2, "IB1 from the ring, IB2 from IB1."),
+		c("QUEUE_SIZE_MIN", 5, "HQD_PQ_CONTROL.QUEUE_SIZE: 2^(5+1) = 64 dwords."),
+		c("QUEUE_SIZE_MAX", 20, "2^21 dwords = 8 MiB."),
+	)},
 	{Prefix: "PM4_SPACE_", Doc: "Register spaces of SET_*_REG, as dword offsets into the register BAR (offset in the packet is relative to the base).", Consts: consts(
 		c("CONFIG_BASE", 0x2000, ""), c("CONFIG_END", 0x2C00, ""),
 		c("SH_BASE", 0x2C00, "SH registers are per-queue state (COMPUTE_USER_DATA_*), not MMIO."), c("SH_END", 0x3000, ""),
@@ -75,6 +85,10 @@ var memoryGroups = []ConstGroup{
 		field("DST_SEL", 16, 2, "DW2: 0 memory, 1 TC/L2."),
 		field("INT_SEL", 24, 3, "DW2: 0 none, 1 interrupt, 2 interrupt after the data write is confirmed."),
 		field("DATA_SEL", 29, 3, "DW2: 0 none, 1 low 32 bits, 2 64 bits, 3 GPU clock, 4 system clock."),
+		c("DATA_SEL_NONE", 0, ""), c("DATA_SEL_32", 1, ""), c("DATA_SEL_64", 2, ""),
+		c("DATA_SEL_GPU_CLOCK", 3, ""), c("DATA_SEL_SYSTEM_CLOCK", 4, ""),
+		c("INT_SEL_NONE", 0, ""), c("INT_SEL_IRQ", 1, ""), c("INT_SEL_IRQ_CONFIRM", 2, ""),
+		c("DST_SEL_MEM", 0, ""), c("DST_SEL_TC_L2", 1, ""),
 	)},
 	{Prefix: "PM4_ACQUIRE_MEM_", Doc: "ACQUIRE_MEM (8 dwords): DW2 size lo, DW3 size hi [7:0], DW4 base lo, DW5 base hi [23:0] (both in 256-byte units; size 0xFFFFFFFF/0xFF = everything), DW6 poll interval, DW7 GCR_CNTL.", Consts: consts(
 		field("GCR_GLI_INV", 0, 2, ""), field("GCR_GLM_WB", 4, 1, ""), field("GCR_GLM_INV", 5, 1, ""),
@@ -82,6 +96,7 @@ var memoryGroups = []ConstGroup{
 		field("GCR_GL1_INV", 9, 1, ""), field("GCR_GL2_US", 10, 1, ""), field("GCR_GL2_RANGE", 11, 2, "0 all, 2 the given range."),
 		field("GCR_GL2_DISCARD", 13, 1, ""), field("GCR_GL2_INV", 14, 1, ""), field("GCR_GL2_WB", 15, 1, ""),
 		field("GCR_SEQ", 16, 2, ""), field("GCR_RANGE_IS_PA", 18, 1, ""),
+		c("GCR_GL2_RANGE_ALL", 0, ""), c("GCR_GL2_RANGE_RANGE", 2, "Act on COHER_BASE/COHER_SIZE (1 and 3 act on everything)."),
 	)},
 	{Prefix: "PM4_WAIT_REG_MEM_", Doc: "WAIT_REG_MEM (7 dwords): DW1 control, DW2/3 address (memory) or register offsets, DW4 reference, DW5 mask, DW6 poll interval. Compares (value & mask) FUNCTION (reference & mask).", Consts: consts(
 		field("FUNCTION", 0, 3, "0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >."),
@@ -89,6 +104,10 @@ var memoryGroups = []ConstGroup{
 		field("OPERATION", 6, 2, "0 wait, 1 write REG_ADDR1 with the reference then wait on REG_ADDR2."),
 		field("ENGINE", 8, 2, ""), field("CACHE_POLICY", 25, 2, ""),
 		field("POLL_INTERVAL", 0, 16, "DW6: poll period in microseconds (0: 1)."),
+		c("FUNCTION_ALWAYS", 0, ""), c("FUNCTION_LT", 1, ""), c("FUNCTION_LE", 2, ""), c("FUNCTION_EQ", 3, ""),
+		c("FUNCTION_NE", 4, ""), c("FUNCTION_GE", 5, ""), c("FUNCTION_GT", 6, ""),
+		c("MEM_SPACE_REG", 0, ""), c("MEM_SPACE_MEM", 1, ""),
+		c("OPERATION_WAIT", 0, ""), c("OPERATION_WRITE_WAIT", 1, ""), c("OPERATION_WAIT_PREEMPTABLE", 3, ""),
 	)},
 	{Prefix: "PM4_EVENT_", Doc: "EVENT_WRITE DW1 and event types.", Consts: consts(
 		field("TYPE", 0, 6, ""), field("INDEX", 8, 4, ""),

@@ -8,27 +8,23 @@ import (
 	"vgpu/abi"
 )
 
-// Values and masks the packets use that abi documents only in field texts.
-// TODO(abi): ask for named constants (PM4_WAIT_REG_MEM_FUNCTION_*, _MEM_SPACE_*, _OPERATION_*,
-// PM4_RELEASE_MEM_DATA_SEL_*, _INT_SEL_*, _DST_SEL_*, PM4_ACQUIRE_MEM_GCR_GL2_RANGE_*,
-// PM4_REG_OFFSET_MASK, PM4_SET_REG_OFFSET_MASK); defined here until then.
+// Short names for abi's packet field values, to keep the decoders readable.
 const (
-	wrmAlways, wrmLT, wrmLE, wrmEQ, wrmNE, wrmGE, wrmGT = 0, 1, 2, 3, 4, 5, 6
-	wrmSpaceReg, wrmSpaceMem                            = 0, 1
-	wrmOpWait, wrmOpWriteWait, wrmOpWaitPreemptable     = 0, 1, 3
+	wrmAlways, wrmLT, wrmLE, wrmEQ = abi.PM4_WAIT_REG_MEM_FUNCTION_ALWAYS, abi.PM4_WAIT_REG_MEM_FUNCTION_LT, abi.PM4_WAIT_REG_MEM_FUNCTION_LE, abi.PM4_WAIT_REG_MEM_FUNCTION_EQ
+	wrmNE, wrmGE, wrmGT            = abi.PM4_WAIT_REG_MEM_FUNCTION_NE, abi.PM4_WAIT_REG_MEM_FUNCTION_GE, abi.PM4_WAIT_REG_MEM_FUNCTION_GT
+	wrmSpaceReg, wrmSpaceMem       = abi.PM4_WAIT_REG_MEM_MEM_SPACE_REG, abi.PM4_WAIT_REG_MEM_MEM_SPACE_MEM
+	wrmOpWait, wrmOpWriteWait      = abi.PM4_WAIT_REG_MEM_OPERATION_WAIT, abi.PM4_WAIT_REG_MEM_OPERATION_WRITE_WAIT
+	wrmOpWaitPreemptable           = abi.PM4_WAIT_REG_MEM_OPERATION_WAIT_PREEMPTABLE
 
-	releaseDataNone, releaseData32, releaseData64, releaseDataGPUClock, releaseDataSysClock = 0, 1, 2, 3, 4
-	releaseIntNone, releaseIntConfirm                                                       = 0, 2
-	releaseDstMem, releaseDstL2                                                             = 0, 1
+	releaseDataNone, releaseData32, releaseData64 = abi.PM4_RELEASE_MEM_DATA_SEL_NONE, abi.PM4_RELEASE_MEM_DATA_SEL_32, abi.PM4_RELEASE_MEM_DATA_SEL_64
+	releaseDataGPUClock, releaseDataSysClock      = abi.PM4_RELEASE_MEM_DATA_SEL_GPU_CLOCK, abi.PM4_RELEASE_MEM_DATA_SEL_SYSTEM_CLOCK
+	releaseIntNone, releaseIntConfirm             = abi.PM4_RELEASE_MEM_INT_SEL_NONE, abi.PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM
+	releaseDstMem, releaseDstL2                   = abi.PM4_RELEASE_MEM_DST_SEL_MEM, abi.PM4_RELEASE_MEM_DST_SEL_TC_L2
 
-	acquireRangeRange = 2 // GCR_CNTL.GL2_RANGE: the COHER_BASE/SIZE range (0, 1, 3: everything)
+	acquireRangeRange = abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE_RANGE
 
-	// regOffsetMask: register operands of WRITE_DATA, COPY_DATA and WAIT_REG_MEM are dword
-	// offsets in bits [17:0]; higher bits are reserved.
-	regOffsetMask = 0x3FFFF
-	// SET_*_REG DW1: register offset [15:0] relative to the space; INDEX [31:28] is accepted;
-	// SET_SH_REG also has VMID_SHIFT [27:23].
-	setRegOffsetMask = 0xFFFF
+	regOffsetMask    = abi.PM4_REG_OFFSET_MASK
+	setRegOffsetMask = abi.PM4_SET_REG_OFFSET_MASK
 )
 
 // Reserved bits the CP checks (CP_ERROR_RESERVED_BITS, IH_SRC_CP_RESERVED_BITS). Only fields

@@ -103,13 +103,10 @@ const (
 	// NumSlots is the number of hardware queue slots (HQD instances).
 	NumSlots = abi.BLOCK_HQD_COUNT
 	// ComputePipes and QueuesPerPipe: slots 1..16 are ME 1, pipe-major.
-	// TODO(abi): no abi constant carries these values (only the REG_CP_* registers); ask for
-	// CP_COMPUTE_PIPES / CP_QUEUES_PER_PIPE.
-	ComputePipes  = 2
-	QueuesPerPipe = 8
+	ComputePipes  = abi.CP_COMPUTE_PIPES
+	QueuesPerPipe = abi.CP_QUEUES_PER_PIPE
 	// IBMaxDepth is the deepest INDIRECT_BUFFER nesting: IB1 (from the ring) and IB2 (from IB1).
-	// TODO(abi): documented in REG_CP_IB_MAX_DEPTH's text only; ask for CP_IB_MAX_DEPTH.
-	IBMaxDepth = 2
+	IBMaxDepth = abi.CP_IB_MAX_DEPTH
 
 	// DefaultMaxIBExpansions bounds the work one ring-level INDIRECT_BUFFER can cause, so a
 	// chain that points at itself ends with CP_ERROR_IB_LIMIT instead of running forever.
@@ -123,9 +120,9 @@ const (
 	MaxDispatchGroups = 1 << 20
 
 	// Ring sizes: PQ_CONTROL.QUEUE_SIZE q gives 2^(q+1) dwords; 64 dwords (256 B) to 2^21
-	// dwords (8 MiB). TODO(abi): documented in the QUEUE_SIZE field text only.
-	minQueueSizeField = 5
-	maxQueueSizeField = 20
+	// dwords (8 MiB).
+	minQueueSizeField = abi.CP_QUEUE_SIZE_MIN
+	maxQueueSizeField = abi.CP_QUEUE_SIZE_MAX
 	// ringAlign: PQ_BASE must be 256-byte aligned.
 	ringAlign = 256
 )
