@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"vgpu/bars"
 	"vgpu/ci/boot"
 	"vgpu/ci/ktap"
 	"vgpu/device"
@@ -30,20 +31,28 @@ func needGuest(t *testing.T) *images.GuestImage {
 	return g
 }
 
-// TestGuestSuite boots a real Linux guest against the device, once without and once with an
-// emulated VT-d, and turns every KTAP case the guest module prints into a Go subtest.
+// TestGuestSuite boots a real Linux guest against the device — without and with an emulated
+// VT-d, and once more with polled doorbells — and turns every KTAP case the guest module
+// prints into a Go subtest.
 func TestGuestSuite(t *testing.T) {
 	inst := needQEMU(t)
 	guest := needGuest(t)
 	total := time.Now()
 	for _, tc := range []struct {
-		name  string
-		iommu bool
-	}{{"no-iommu", false}, {"intel-iommu", true}} {
+		name     string
+		iommu    bool
+		doorbell bars.DoorbellMode
+	}{
+		{"no-iommu", false, bars.DoorbellTrap},
+		{"intel-iommu", true, bars.DoorbellTrap},
+		{"poll-doorbells", false, bars.DoorbellPoll},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			dev := device.DefaultConfig()
+			dev.Doorbells = tc.doorbell
 			res, err := boot.Run(context.Background(), boot.Config{
-				QEMU: inst, Guest: guest, Device: device.DefaultConfig(), IOMMU: tc.iommu,
+				QEMU: inst, Guest: guest, Device: dev, IOMMU: tc.iommu,
 				Dir: dir, Log: testWriter{t},
 			})
 			if err != nil {
@@ -59,7 +68,7 @@ func TestGuestSuite(t *testing.T) {
 			ktap.RunTests(t, res.Report)
 		})
 	}
-	t.Logf("guest suite wall time (both boots): %v", time.Since(total).Round(time.Millisecond))
+	t.Logf("guest suite wall time (all boots): %v", time.Since(total).Round(time.Millisecond))
 }
 
 // saveArtefacts copies the run's logs where CI keeps them ($VGPU_ARTEFACTS) and prints the
