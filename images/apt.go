@@ -366,42 +366,39 @@ func HostMirror() string {
 	return DefaultMirror
 }
 
-func isMainArchive(uri string) bool {
-	return (strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")) &&
-		!strings.Contains(uri, "security")
-}
+func isMainArchive(uri string) bool { return isHTTP(uri) && !strings.Contains(uri, "security") }
 
-// mirrorFromDeb822 picks the first URI of a "Types: deb" stanza that is not a security archive.
-func mirrorFromDeb822(text string) string {
+// aptEntry is one (archive URI, suite) pair of an apt sources file.
+type aptEntry struct{ URI, Suite string }
+
+// parseDeb822 lists the entries of the enabled "Types: deb" stanzas of a deb822 sources file.
+func parseDeb822(text string) []aptEntry {
+	var out []aptEntry
 	for _, stanza := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n\n") {
 		fields := map[string]string{}
 		for _, line := range strings.Split(stanza, "\n") {
 			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
 				continue
 			}
-			k, v, ok := strings.Cut(line, ":")
-			if ok {
+			if k, v, ok := strings.Cut(line, ":"); ok {
 				fields[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 			}
 		}
 		if !strings.Contains(" "+fields["types"]+" ", " deb ") || strings.EqualFold(fields["enabled"], "no") {
 			continue
 		}
-		if suites := fields["suites"]; strings.Contains(suites, "security") {
-			continue
-		}
 		for _, uri := range strings.Fields(fields["uris"]) {
-			if isMainArchive(uri) {
-				return strings.TrimRight(uri, "/")
+			for _, suite := range strings.Fields(fields["suites"]) {
+				out = append(out, aptEntry{uri, suite})
 			}
 		}
 	}
-	return ""
+	return out
 }
 
-// mirrorFromSourcesList picks the URI of the first one-line "deb" entry that is not a security
-// archive.
-func mirrorFromSourcesList(text string) string {
+// parseSourcesList lists the one-line "deb" entries of a sources.list, skipping [options].
+func parseSourcesList(text string) []aptEntry {
+	var out []aptEntry
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 3 || f[0] != "deb" {
@@ -417,12 +414,43 @@ func mirrorFromSourcesList(text string) string {
 			}
 			f = f[1:]
 		}
-		if len(f) >= 2 && isMainArchive(f[0]) && !strings.Contains(f[1], "security") {
-			return strings.TrimRight(f[0], "/")
+		if len(f) >= 2 {
+			out = append(out, aptEntry{f[0], f[1]})
+		}
+	}
+	return out
+}
+
+// firstURI is the URI of the first entry match accepts, without a trailing slash.
+func firstURI(entries []aptEntry, match func(aptEntry) bool) string {
+	for _, e := range entries {
+		if match(e) {
+			return strings.TrimRight(e.URI, "/")
 		}
 	}
 	return ""
 }
+
+func isHTTP(uri string) bool {
+	return strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")
+}
+
+// isMainEntry: the main archive, not a security one.
+func isMainEntry(e aptEntry) bool {
+	return isMainArchive(e.URI) && !strings.Contains(e.Suite, "security")
+}
+
+// isSecurityEntry: a "<suite>-security" archive.
+func isSecurityEntry(e aptEntry) bool {
+	return isHTTP(e.URI) && strings.HasSuffix(e.Suite, "-security")
+}
+
+// mirrorFromDeb822 picks the first URI of a "Types: deb" stanza that is not a security archive.
+func mirrorFromDeb822(text string) string { return firstURI(parseDeb822(text), isMainEntry) }
+
+// mirrorFromSourcesList picks the URI of the first one-line "deb" entry that is not a security
+// archive.
+func mirrorFromSourcesList(text string) string { return firstURI(parseSourcesList(text), isMainEntry) }
 
 // writeFileAtomic writes data to a temporary file beside path and renames it into place.
 func writeFileAtomic(path string, data []byte) error {

@@ -792,52 +792,10 @@ func HostSecurityMirror() string {
 	return "http://deb.debian.org/debian-security"
 }
 
-func securityFromDeb822(text string) string {
-	for _, stanza := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n\n") {
-		fields := map[string]string{}
-		for _, line := range strings.Split(stanza, "\n") {
-			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
-				continue
-			}
-			if k, v, ok := strings.Cut(line, ":"); ok {
-				fields[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-			}
-		}
-		if !strings.Contains(" "+fields["types"]+" ", " deb ") || strings.EqualFold(fields["enabled"], "no") ||
-			!strings.Contains(fields["suites"], "-security") {
-			continue
-		}
-		for _, uri := range strings.Fields(fields["uris"]) {
-			if strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://") {
-				return strings.TrimRight(uri, "/")
-			}
-		}
-	}
-	return ""
-}
+func securityFromDeb822(text string) string { return firstURI(parseDeb822(text), isSecurityEntry) }
 
 func securityFromSourcesList(text string) string {
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 || f[0] != "deb" {
-			continue
-		}
-		f = f[1:]
-		if strings.HasPrefix(f[0], "[") {
-			for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
-				f = f[1:]
-			}
-			if len(f) == 0 {
-				continue
-			}
-			f = f[1:]
-		}
-		if len(f) >= 2 && strings.HasSuffix(f[1], "-security") &&
-			(strings.HasPrefix(f[0], "http://") || strings.HasPrefix(f[0], "https://")) {
-			return strings.TrimRight(f[0], "/")
-		}
-	}
-	return ""
+	return firstURI(parseSourcesList(text), isSecurityEntry)
 }
 
 // includeRE matches the one line of a Debian flavour headers Makefile,
