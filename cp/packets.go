@@ -2,6 +2,7 @@ package cp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -635,6 +636,25 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
 // copyMem copies n bytes from src to dst a chunk at a time (forward; overlapping ranges get
 // chunk-wise results, as undefined on hardware).
 func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n uint64) error {
+	if c, ok := q.mem.(Copier); ok && srcBypass == dstBypass {
+		a := Access{VMID: q.vmid, Slot: q.slot, Bypass: srcBypass}
+		for off := uint64(0); off < n; {
+			if q.resetRequested() {
+				return errStop
+			}
+			m := min(n-off, copyChunkBytes)
+			if err := c.Copy(a, dst+off, src+off, m); err != nil {
+				va := src + off
+				var at interface{ FaultAddress() uint64 }
+				if errors.As(err, &at) {
+					va = at.FaultAddress()
+				}
+				return memFault(err, va)
+			}
+			off += m
+		}
+		return nil
+	}
 	b := q.chunkBuf()
 	for off := uint64(0); off < n; {
 		if q.resetRequested() {

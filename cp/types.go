@@ -66,6 +66,15 @@ type Memory interface {
 	FenceCheck(slot int, va uint64)
 }
 
+// Copier is an optional interface of a Memory: copy n bytes from GPU address src to GPU
+// address dst with access a, as Read into a buffer followed by Write would (same permissions,
+// faults and wake-ups), but without the bounce buffer where the memory allows. DMA_DATA and
+// the copy kernel use it when the Memory has it and both sides share a cache policy. An error
+// with a method `FaultAddress() uint64` names the GPU address that failed (for reports).
+type Copier interface {
+	Copy(a Access, dst, src uint64, n uint64) error
+}
+
 // Registers is the register BAR as packets reach it, by dword offset (the device's register
 // file). An error means the packet may not touch that register: CP_ERROR_BAD_REGISTER.
 type Registers interface {
@@ -134,6 +143,9 @@ const (
 	// dmaChunkBytes: DMA_DATA and kernels move data in 64 KiB pieces; a dequeue reset is
 	// honoured between pieces.
 	dmaChunkBytes = 64 << 10
+	// copyChunkBytes: copies through a Copier move this much per call (no bounce buffer, so
+	// larger pieces cost nothing); a dequeue reset is honoured between pieces.
+	copyChunkBytes = 2 << 20
 	// WAIT_REG_MEM re-check timer: the programmed interval (µs) clamped to at least
 	// minWaitInterval, doubling on each timer expiry up to maxWaitInterval, so a long wait
 	// costs next to no CPU. Wake, doorbells and dequeue requests re-check at once.

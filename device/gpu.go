@@ -120,6 +120,41 @@ func (b physBacking) WritePhys(dom l2.Domain, addr uint64, p []byte) error {
 	return nil
 }
 
+// CopyPhys is l2.DirectCopier: one memory copy between the VRAM memfd and guest memory
+// mmapped by dma.Space. dma.Space takes its read lock once per copy (never nested), checks Bus
+// Master and permissions, and declines message-served mappings; any refusal is
+// l2.ErrNotDirect, and the caller then takes the page-by-page path that reports it.
+func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
+	if n > uint64(maxInt) {
+		return l2.ErrNotDirect
+	}
+	var ok bool
+	switch {
+	case src.Domain == l2.DomainVRAM && dst.Domain == l2.DomainVRAM:
+		s, err1 := b.vram(src.Addr, int(n))
+		d, err2 := b.vram(dst.Addr, int(n))
+		if ok = err1 == nil && err2 == nil; ok {
+			copy(d, s)
+		}
+	case src.Domain == l2.DomainSystem && dst.Domain == l2.DomainVRAM:
+		if d, err := b.vram(dst.Addr, int(n)); err == nil {
+			ok = b.d.mem.CopyOut(d, src.Addr)
+		}
+	case src.Domain == l2.DomainVRAM && dst.Domain == l2.DomainSystem:
+		if s, err := b.vram(src.Addr, int(n)); err == nil {
+			ok = b.d.mem.CopyIn(dst.Addr, s)
+		}
+	case src.Domain == l2.DomainSystem && dst.Domain == l2.DomainSystem:
+		ok = b.d.mem.CopyWithin(dst.Addr, src.Addr, n)
+	}
+	if !ok {
+		return l2.ErrNotDirect
+	}
+	return nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
 var errOutsideVRAM = errors.New("outside VRAM")
 
 func (b physBacking) vram(addr uint64, n int) ([]byte, error) {
@@ -143,6 +178,11 @@ func (m engineMemory) Read(a cp.Access, va uint64, p []byte) error {
 
 func (m engineMemory) Write(a cp.Access, va uint64, p []byte) error {
 	return m.mmu.Write(access(a), va, p)
+}
+
+// Copy is cp.Copier: DMA_DATA copies take gpummu's direct path.
+func (m engineMemory) Copy(a cp.Access, dst, src, n uint64) error {
+	return m.mmu.Copy(access(a), dst, src, n)
 }
 
 func (m engineMemory) CacheOp(a cp.Access, op cp.CacheOp, va, size uint64) error {
@@ -295,3 +335,8 @@ func (g gpuDiagnostics) String() string {
 }
 
 var _ = slog.LevelInfo
+
+var (
+	_ l2.DirectCopier = physBacking{}
+	_ cp.Copier       = engineMemory{}
+)

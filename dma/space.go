@@ -427,3 +427,116 @@ func (s *Space) Stats() Stats {
 	}
 	return st
 }
+
+// Direct copies. CopyOut, CopyIn and CopyWithin move bytes between guest memory and a slice,
+// or inside guest memory, with one memory copy per mmapped piece and the read lock held once
+// for the whole copy (so an Unmap or a Bus Master change waits for it, as for Read and Write,
+// and no caller ever takes the read lock twice). They serve only what is reachable through
+// mmap: when Bus Master is off, a byte is unmapped or lacks the permission, a mapping is
+// served through messages, or the copy is longer than MaxAccess, they return false having
+// moved nothing and counted no fault; the caller then uses Read and Write, which report the
+// failure (or do the message DMA). A fault in the backing memory itself (the client truncated
+// the file) also returns false, possibly with part of the bytes moved.
+
+// CopyOut copies guest memory at iova into p.
+func (s *Space) CopyOut(p []byte, iova uint64) bool {
+	var buf [4][]byte
+	return s.direct(uint64(len(p)), func() bool {
+		src, ok := s.piecesLocked(iova, uint64(len(p)), false, buf[:0])
+		return ok && s.copyPieces([][]byte{p}, src)
+	})
+}
+
+// CopyIn copies p into guest memory at iova.
+func (s *Space) CopyIn(iova uint64, p []byte) bool {
+	var buf [4][]byte
+	return s.direct(uint64(len(p)), func() bool {
+		dst, ok := s.piecesLocked(iova, uint64(len(p)), true, buf[:0])
+		return ok && s.copyPieces(dst, [][]byte{p})
+	})
+}
+
+// CopyWithin copies n bytes of guest memory from src to dst (overlapping ranges behave like
+// Go's copy where they lie in one backing file).
+func (s *Space) CopyWithin(dst, src, n uint64) bool {
+	var sbuf, dbuf [4][]byte
+	return s.direct(n, func() bool {
+		sp, ok := s.piecesLocked(src, n, false, sbuf[:0])
+		if !ok {
+			return false
+		}
+		dp, ok := s.piecesLocked(dst, n, true, dbuf[:0])
+		return ok && s.copyPieces(dp, sp)
+	})
+}
+
+// direct runs body with the read lock held, after the checks every direct copy shares.
+func (s *Space) direct(n uint64, body func() bool) bool {
+	if n > MaxAccess {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.busMaster {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	return body()
+}
+
+// piecesLocked appends to out the mmapped slices that make up [iova, iova+n) (n > 0), or
+// returns false when some byte is unmapped, lacks the permission, or is served through
+// messages. Called with mu held.
+func (s *Space) piecesLocked(iova, n uint64, write bool, out [][]byte) ([][]byte, bool) {
+	last, ok := lastByte(iova, n)
+	if !ok {
+		return nil, false
+	}
+	addr := iova
+	for i := s.search(iova); ; i++ {
+		if i == len(s.regions) || s.regions[i].iova > addr {
+			return nil, false
+		}
+		r := s.regions[i]
+		if r.back == nil || write && !r.write || !write && !r.read {
+			return nil, false
+		}
+		end := min(r.last, last)
+		off := r.offset + (addr - r.iova)
+		out = append(out, r.back.mem[off:off+(end-addr)+1])
+		if end == last {
+			return out, true
+		}
+		addr = end + 1
+	}
+}
+
+// copyPieces copies the concatenation of src into the concatenation of dst (same total
+// length), one copyMapped per overlap of a source and a destination piece. Called with mu held.
+func (s *Space) copyPieces(dst, src [][]byte) bool {
+	if s.duringCopy != nil {
+		s.duringCopy()
+	}
+	var d, sp []byte
+	moved := uint64(0)
+	for len(dst) > 0 || len(d) > 0 {
+		if len(d) == 0 {
+			d, dst = dst[0], dst[1:]
+			continue
+		}
+		if len(sp) == 0 {
+			sp, src = src[0], src[1:]
+			continue
+		}
+		k := min(len(d), len(sp))
+		if copyMapped(d[:k], sp[:k]) != nil {
+			return false
+		}
+		d, sp = d[k:], sp[k:]
+		moved += uint64(k)
+	}
+	s.bytesMmap.Add(moved)
+	return true
+}

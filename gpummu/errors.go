@@ -48,6 +48,12 @@ func (e *AccessError) Unwrap() error { return e.Err }
 // TranslationFault reports false: the address translated; memory refused (CP_ERROR_MEMORY).
 func (e *AccessError) TranslationFault() bool { return false }
 
+// FaultAddress returns VA (cp reports it for a failed copy).
+func (e *AccessError) FaultAddress() uint64 { return e.VA }
+
+// FaultAddress returns VA (cp reports it for a failed copy).
+func (f *Fault) FaultAddress() uint64 { return f.VA }
+
 // ErrBeyondVRAM is the cause of an AccessError for a VRAM address at or past the end of VRAM
 // (a GART entry pointing there); the Backing is never asked.
 var ErrBeyondVRAM = errors.New("gpummu: address beyond the end of VRAM")

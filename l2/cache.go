@@ -22,6 +22,12 @@ const MaxLines = 32768
 
 const lineMask = LineBytes - 1
 
+// areaShift sets the granularity (64 KiB) at which the cache counts its resident lines, so
+// CopyUncached can tell cheaply that no line overlaps a large range.
+const areaShift = 16
+
+func areaOf(k key) key { return key{k.domain, k.addr >> areaShift} }
+
 // Domain names the physical memory an address belongs to.
 type Domain uint8
 
@@ -59,6 +65,20 @@ func (a PhysAddr) String() string { return fmt.Sprintf("%v:%#x", a.Domain, a.Add
 type Backing interface {
 	ReadPhys(d Domain, addr uint64, p []byte) error
 	WritePhys(d Domain, addr uint64, p []byte) error
+}
+
+// ErrNotDirect is returned by CopyUncached and DirectCopier.CopyPhys when the copy cannot be
+// done in one direct step (no direct path to the memory, message-served DMA, a line of the
+// cache overlaps the ranges, an access the memory would refuse): nothing was moved, and the
+// caller copies through ReadUncached/WriteUncached instead, which report the precise failure.
+var ErrNotDirect = errors.New("l2: no direct copy path")
+
+// DirectCopier is an optional interface of a Backing: copy n bytes of memory from src to dst
+// with one memory copy. It either moves every byte and returns nil, or returns an error
+// wrapping ErrNotDirect (having moved nothing, or only what a repeat copy overwrites). It is
+// called with the cache's lock held, like the other Backing methods.
+type DirectCopier interface {
+	CopyPhys(dst, src PhysAddr, n uint64) error
 }
 
 // Range is a physical address range [Addr, Addr+Size) in one domain. A range that runs past
@@ -138,7 +158,8 @@ type Cache struct {
 	// mu guards the lines and is held across Backing calls (see doc.go for why).
 	mu        sync.Mutex
 	lines     map[key]*line
-	lru       line // sentinel: lru.next is the most recent line, lru.prev the least recent
+	areas     map[key]int // resident lines per area (key.addr = address >> areaShift)
+	lru       line        // sentinel: lru.next is the most recent line, lru.prev the least recent
 	spare     []*line
 	slotDirty [slotBits]int // per slot: dirty lines it wrote
 	scratch   [LineBytes]byte
@@ -163,7 +184,7 @@ func NewSize(b Backing, lines int, log *slog.Logger) *Cache {
 		log = slog.New(slog.DiscardHandler)
 	}
 	lines = max(1, min(lines, MaxLines))
-	c := &Cache{b: b, log: log, capacity: lines, lines: make(map[key]*line)}
+	c := &Cache{b: b, log: log, capacity: lines, lines: make(map[key]*line), areas: make(map[key]int)}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	c.events.log = log
 	return c
@@ -315,6 +336,73 @@ func (c *Cache) WriteUncached(pa PhysAddr, p []byte) error {
 	return nil
 }
 
+// forgetArea drops the line at k from the per-area count. Called with mu held.
+func (c *Cache) forgetArea(k key) {
+	a := areaOf(k)
+	if c.areas[a] <= 1 {
+		delete(c.areas, a)
+	} else {
+		c.areas[a]--
+	}
+}
+
+// anyLineIn reports whether any line overlaps [pa, pa+n) (n > 0, no wrap), looking at the
+// per-area counts first. Called with mu held.
+func (c *Cache) anyLineIn(pa PhysAddr, n uint64) bool {
+	if len(c.lines) == 0 {
+		return false
+	}
+	first, last := pa.Addr&^lineMask, (pa.Addr+n-1)&^lineMask
+	for a := first >> areaShift; a <= last>>areaShift; a++ {
+		if c.areas[key{pa.Domain, a}] == 0 {
+			continue
+		}
+		// Some line lives in this area: look at the lines of the range inside it.
+		lo, hi := max(first, a<<areaShift), min(last, (a+1)<<areaShift-LineBytes)
+		for l := lo; ; l += LineBytes {
+			if c.lines[key{pa.Domain, l}] != nil {
+				return true
+			}
+			if l >= hi {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// CopyUncached copies n bytes of memory from src to dst as ReadUncached followed by
+// WriteUncached would, but with one direct memory copy: it does so only when the Backing is a
+// DirectCopier and no resident line overlaps either range (then there is no dirty byte to
+// read from the cache and no cached copy to update). Otherwise, or when the Backing cannot
+// copy directly, it returns an error wrapping ErrNotDirect and nothing moved. The cache lock
+// is held across the copy, as across any uncached access, so the copy is atomic with respect
+// to the cache.
+func (c *Cache) CopyUncached(dst, src PhysAddr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if n > math.MaxInt {
+		return ErrNotDirect
+	}
+	if err := checkAccess(src, int(n)); err != nil {
+		return err
+	}
+	if err := checkAccess(dst, int(n)); err != nil {
+		return err
+	}
+	dc, ok := c.b.(DirectCopier)
+	if !ok {
+		return ErrNotDirect
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.anyLineIn(src, n) || c.anyLineIn(dst, n) {
+		return ErrNotDirect
+	}
+	return dc.CopyPhys(dst, src, n)
+}
+
 // eachResident calls f for each resident line overlapping [pa, pa+n): off is the offset in the
 // line, pos the offset in the access, n the overlap length. Called with mu held.
 func (c *Cache) eachResident(pa PhysAddr, n int, f func(l *line, off, pos, n uint64)) {
@@ -354,6 +442,7 @@ func (c *Cache) fill(k key) (*line, error) {
 	}
 	*l = line{key: k, data: c.scratch}
 	c.lines[k] = l
+	c.areas[areaOf(k)]++
 	c.pushFront(l)
 	c.nLines.Add(1)
 	return l, nil
@@ -368,6 +457,7 @@ func (c *Cache) evict(l *line) {
 	}
 	c.unlink(l)
 	delete(c.lines, l.key)
+	c.forgetArea(l.key)
 	c.nLines.Add(-1)
 }
 
@@ -444,6 +534,7 @@ func (c *Cache) drop(l *line) {
 	}
 	c.unlink(l)
 	delete(c.lines, l.key)
+	c.forgetArea(l.key)
 	c.nLines.Add(-1)
 	c.spare = append(c.spare, l)
 }
@@ -472,6 +563,7 @@ func (c *Cache) touch(l *line) {
 func (c *Cache) Reset() {
 	c.mu.Lock()
 	clear(c.lines)
+	clear(c.areas)
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	c.spare = nil
 	c.slotDirty = [slotBits]int{}

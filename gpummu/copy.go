@@ -1,0 +1,258 @@
+package gpummu
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"vgpu/abi"
+	"vgpu/l2"
+)
+
+// maxPTEBatch bounds the GART entries a copy reads from the table at once (one 4 KiB read).
+const maxPTEBatch = PageSize / abi.PTE_BYTES
+
+// maxTLBFillPerRun: a run that read more GART entries than this does not cache them.
+const maxTLBFillPerRun = 16
+
+// copyBufBytes is the size of the bounce buffer of the page-by-page copy path.
+const copyBufBytes = 64 << 10
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufBytes); return &b }}
+
+// Copy copies n bytes from GPU address src to GPU address dst, as Read into a buffer followed
+// by Write would: the source needs read permission, the destination write permission, and
+// faults and refused accesses are reported and latched the same way (bytes before the failing
+// one are copied). Both ranges are translated into physically contiguous runs; a pair of runs
+// that are both uncached (Bypass or MTYPE_UC) and that no L2 line overlaps is copied with one
+// memory copy when the backing memory offers it (l2.DirectCopier); any other run goes through
+// the L2 page by page. If anything was written it then calls the OnWrite hook. Overlapping
+// ranges give chunk-wise results, as undefined on hardware.
+func (m *MMU) Copy(a Access, dst, src, n uint64) error {
+	written, err := m.copy(a, dst, src, n)
+	if written {
+		if f := m.onWrite.Load(); f != nil {
+			(*f)()
+		}
+	}
+	return err
+}
+
+func (m *MMU) copy(a Access, dst, src, n uint64) (written bool, err error) {
+	for n > 0 {
+		sx, sn, reason := m.translateRun(a, src, n, false)
+		if reason != abi.VM_FAULT_NONE {
+			return written, m.fault(a, src, false, reason)
+		}
+		dx, dn, reason := m.translateRun(a, dst, sn, true)
+		if reason != abi.VM_FAULT_NONE {
+			return written, m.fault(a, dst, true, reason)
+		}
+		k := dn // <= sn
+		if m.copyDirect(a, dx, sx, k) {
+			written = true
+		} else {
+			w, err := m.copySlow(a, dst, src, k)
+			written = written || w
+			if err != nil {
+				return written, err
+			}
+		}
+		dst, src, n = dst+k, src+k, n-k
+	}
+	return written, nil
+}
+
+// copyDirect tries the one-copy path for a pair of translated runs of n bytes.
+func (m *MMU) copyDirect(a Access, dx, sx xlat, n uint64) bool {
+	if m.cache != nil && (!(a.Bypass || sx.uc) || !(a.Bypass || dx.uc)) {
+		return false // a cached side goes through the L2
+	}
+	for _, x := range [2]xlat{dx, sx} {
+		if x.pa.Domain == l2.DomainVRAM && (x.pa.Addr >= m.vramSize || n > m.vramSize-x.pa.Addr) {
+			return false // the slow path reports ErrBeyondVRAM for the right page
+		}
+	}
+	var err error
+	if m.cache != nil {
+		err = m.cache.CopyUncached(dx.pa, sx.pa, n)
+	} else if dc, ok := m.b.(l2.DirectCopier); ok {
+		err = dc.CopyPhys(dx.pa, sx.pa, n)
+	} else {
+		return false
+	}
+	// Any failure falls back: nothing moved, and the slow path finds the precise page.
+	return err == nil
+}
+
+// copySlow copies n bytes through a bounce buffer with Read and Write.
+func (m *MMU) copySlow(a Access, dst, src, n uint64) (written bool, err error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for n > 0 {
+		k := min(n, uint64(len(buf)))
+		if _, err := m.access(a, src, buf[:k], false); err != nil {
+			return written, err
+		}
+		w, err := m.access(a, dst, buf[:k], true)
+		written = written || w > 0
+		if err != nil {
+			return written, err
+		}
+		dst, src, n = dst+k, src+k, n-k
+	}
+	return written, nil
+}
+
+// translateRun translates the longest prefix of [va, va+max) (max > 0) that is one
+// physically contiguous run with one cache policy and the needed permission. x.pa is the
+// physical address of va itself (not of its page) and n the length of the run (0 < n <= max).
+// A reason other than VM_FAULT_NONE is the fault of va's own page; a later page that faults
+// only ends the run (it is reported when the copy reaches it). GART entries read here are
+// read a table page at a time.
+func (m *MMU) translateRun(a Access, va, max uint64, write bool) (x xlat, n uint64, reason uint32) {
+	if va >= vaLimit || a.VMID != 0 {
+		return xlat{}, 0, abi.VM_FAULT_OUTSIDE
+	}
+	max = min(max, vaLimit)
+	if m.inFB(va) {
+		off := va - abi.GPU_FB_BASE
+		return xlat{pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: off}}, min(max, m.vramSize-off), abi.VM_FAULT_NONE
+	}
+	first := va >> pageShift
+	want := min((va&pageMask+max+pageMask)>>pageShift, maxPTEBatch) // pages the range touches
+
+	var ptes [maxPTEBatch]uint64
+	m.mu.Lock()
+	g, gen := m.gart, m.gen
+	if g.empty || first < g.startPage || first > g.endPage {
+		m.mu.Unlock()
+		return xlat{}, 0, abi.VM_FAULT_OUTSIDE
+	}
+	if !g.enabled {
+		m.mu.Unlock()
+		return xlat{}, 0, abi.VM_FAULT_GART_DISABLED
+	}
+	want = min(want, g.endPage-first+1)
+	got := uint64(0)
+	for got < want {
+		page := first + got
+		if got > 0 && m.inFB(page<<pageShift) {
+			break // the frame buffer wins where the apertures overlap
+		}
+		pte, hit := m.tlb[a.VMID].get(page)
+		if !hit {
+			break
+		}
+		ptes[got] = pte
+		got++
+	}
+	m.mu.Unlock()
+
+	if got > 0 {
+		m.stats.tlbHits.Add(got)
+	} else {
+		// Read the entries from the table: as many as one read of up to a table page
+		// brings, stopping at the frame buffer.
+		k := uint64(1)
+		for k < want && !m.inFB((first+k)<<pageShift) {
+			k++
+		}
+		var r uint32
+		if got, r = m.readPTEs(g, first, ptes[:k]); got == 0 {
+			return xlat{}, 0, r
+		}
+		m.stats.tlbMisses.Add(got)
+		// A long streaming run is not kept in the TLB: it would only push out the working
+		// set of the other accesses (a TLB may always drop entries).
+		m.mu.Lock()
+		if m.gen == gen && got <= maxTLBFillPerRun { // no invalidation or GART change since we looked
+			for i := range got {
+				m.tlb[a.VMID].put(first+i, ptes[i])
+			}
+		}
+		m.mu.Unlock()
+	}
+
+	for i := range got {
+		pte := ptes[i]
+		if r := permReason(pte, write); r != abi.VM_FAULT_NONE {
+			if i == 0 {
+				return xlat{}, 0, r
+			}
+			break
+		}
+		px := pteXlat(pte)
+		if i == 0 {
+			x = px
+			x.pa.Addr += va & pageMask
+			n = min(max, PageSize-va&pageMask)
+			continue
+		}
+		if px.uc != x.uc || px.pa.Domain != x.pa.Domain || px.pa.Addr != x.pa.Addr+n {
+			break
+		}
+		n += min(max-n, PageSize)
+		if n == max {
+			break
+		}
+	}
+	return x, n, abi.VM_FAULT_NONE
+}
+
+// readPTEs fills ptes with the GART entries of the pages from first on, reading the table at
+// once when it can. It returns how many leading entries are valid, or 0 and the fault reason
+// of the first page.
+func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
+	if len(ptes) > 1 && g.tableValid {
+		addr := g.tableAddr + (first-g.startPage)*abi.PTE_BYTES
+		size := uint64(len(ptes)) * abi.PTE_BYTES
+		var buf [PageSize]byte
+		if g.tableDomain != l2.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
+			if m.b.ReadPhys(g.tableDomain, addr, buf[:size]) == nil {
+				got := uint64(0)
+				for got < uint64(len(ptes)) {
+					pte := binary.LittleEndian.Uint64(buf[got*abi.PTE_BYTES:])
+					if pte&abi.PTE_VALID_MASK == 0 {
+						break
+					}
+					ptes[got] = pte
+					got++
+				}
+				if got > 0 {
+					return got, abi.VM_FAULT_NONE
+				}
+			}
+		}
+	}
+	// One entry, with the precise reason when it fails.
+	pte, r := m.readPTE(g, first)
+	if r != abi.VM_FAULT_NONE {
+		return 0, r
+	}
+	ptes[0] = pte
+	return 1, abi.VM_FAULT_NONE
+}
+
+// permReason checks a valid PTE's R/W bit for the access.
+func permReason(pte uint64, write bool) uint32 {
+	if write && pte&abi.PTE_WRITEABLE_MASK == 0 {
+		return abi.VM_FAULT_NO_WRITE
+	}
+	if !write && pte&abi.PTE_READABLE_MASK == 0 {
+		return abi.VM_FAULT_NO_READ
+	}
+	return abi.VM_FAULT_NONE
+}
+
+// pteXlat decodes a valid PTE into the translation of its page.
+func pteXlat(pte uint64) xlat {
+	x := xlat{
+		pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: pte & abi.PTE_ADDRESS_MASK},
+		uc: (pte&abi.PTE_MTYPE_MASK)>>abi.PTE_MTYPE__SHIFT == abi.PTE_MTYPE_UC,
+	}
+	if pte&abi.PTE_SYSTEM_MASK != 0 {
+		x.pa.Domain = l2.DomainSystem
+	}
+	return x
+}

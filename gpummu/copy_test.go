@@ -1,0 +1,243 @@
+package gpummu
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"vgpu/abi"
+	"vgpu/l2"
+)
+
+// directMem adds l2.DirectCopier to memBacking; it declines where an access would fail.
+type directMem struct {
+	*memBacking
+	copies atomic.Int64
+}
+
+func (m *directMem) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok := func(pa l2.PhysAddr, write bool) bool {
+		mem := m.mem[pa.Domain]
+		if pa.Addr > uint64(len(mem)) || n > uint64(len(mem))-pa.Addr {
+			return false
+		}
+		return m.fail == nil || m.fail(pa.Domain, pa.Addr, int(n), write) == nil
+	}
+	if !ok(src, false) || !ok(dst, true) {
+		return l2.ErrNotDirect
+	}
+	copy(m.mem[dst.Domain][dst.Addr:dst.Addr+n], m.mem[src.Domain][src.Addr:src.Addr+n])
+	m.copies.Add(1)
+	return nil
+}
+
+// newCopyWorld is newWorld over a backing that can copy directly (or not), with memory filled
+// with a pattern.
+func newCopyWorld(t *testing.T, direct bool) (*world, *directMem) {
+	w := newWorld(t)
+	for d := range 2 {
+		for i := range w.mem.mem[d] {
+			if d == int(l2.DomainSystem) && i >= sysTable && i < sysTable+gartPages*8 {
+				continue // the GART table
+			}
+			w.mem.mem[d][i] = byte(i*7+i>>9) ^ byte(d*0x55)
+		}
+	}
+	dm := &directMem{memBacking: w.mem}
+	if direct {
+		w.cache = l2.NewSize(dm, 256, nil)
+		w.mmu.cache, w.mmu.b = w.cache, dm
+	}
+	return w, dm
+}
+
+func TestCopy(t *testing.T) {
+	bypass := Access{Slot: 2, Bypass: true}
+	cached := Access{Slot: 2}
+	tests := []struct {
+		name     string
+		a        Access
+		dst, src uint64
+		n        uint64
+		setup    func(w *world)
+		direct   int64  // direct copies expected (with a direct backing)
+		reason   uint32 // expected fault reason; 0: success
+	}{
+		{name: "fb-to-fb", a: bypass, dst: fb + 0x80000, src: fb + 0x10000, n: 64 << 10, direct: 1},
+		{name: "fb-to-fb-unaligned", a: bypass, dst: fb + 0x80003, src: fb + 0x10ffd, n: 10000, direct: 1},
+		{name: "gart-contiguous-to-fb", a: bypass, dst: fb + 0x80000, src: page(10) + 100, n: 5*PageSize + 50, direct: 1},
+		{name: "fb-to-gart-contiguous", a: bypass, dst: page(10), src: fb + 0x1000, n: 6 * PageSize, direct: 1},
+		{name: "gart-mixed-pages", a: bypass, dst: fb + 0x80000, src: page(0), n: 2 * PageSize, direct: 2},
+		{name: "cached-policy-slow", a: cached, dst: fb + 0x80000, src: page(10), n: 3 * PageSize},
+		{name: "uc-pages-without-bypass", a: cached, dst: page(8), src: page(5), n: PageSize, direct: 1},
+		{name: "uc-to-cached-page-slow", a: cached, dst: page(10), src: page(5), n: PageSize},
+		{name: "read-only-source", a: bypass, dst: fb + 0x80000, src: page(3), n: PageSize, direct: 1},
+		{name: "read-only-destination", a: bypass, dst: page(3), src: fb, n: 16, reason: abi.VM_FAULT_NO_WRITE},
+		{name: "write-only-source", a: bypass, dst: fb, src: page(4), n: 16, reason: abi.VM_FAULT_NO_READ},
+		{name: "write-only-destination", a: bypass, dst: page(4), src: fb, n: PageSize, direct: 1},
+		{name: "invalid-source-page-later", a: bypass, dst: fb + 0x80000, src: page(1), n: 2 * PageSize, direct: 1, reason: abi.VM_FAULT_INVALID_PTE},
+		{name: "invalid-destination", a: bypass, dst: page(9), src: fb, n: 16, reason: abi.VM_FAULT_INVALID_PTE},
+		{name: "outside-gart", a: bypass, dst: fb, src: page(gartPages), n: 16, reason: abi.VM_FAULT_OUTSIDE},
+		{name: "vmid-1", a: Access{VMID: 1, Bypass: true}, dst: fb, src: fb + 0x1000, n: 16, reason: abi.VM_FAULT_OUTSIDE},
+		{name: "beyond-vram", a: bypass, dst: fb, src: page(6), n: 16, reason: abi.VM_FAULT_BACKING},
+		{name: "fb-runs-past-vram-end", a: bypass, dst: fb + vramSize - 8, src: fb, n: 16, direct: 1, reason: abi.VM_FAULT_OUTSIDE},
+		{name: "unmapped-system", a: bypass, dst: fb, src: page(7), n: 16, reason: abi.VM_FAULT_BACKING},
+		{name: "backing-refuses", a: bypass, dst: fb, src: page(10), n: 16, reason: abi.VM_FAULT_BACKING, setup: func(w *world) {
+			w.mem.fail = func(d l2.Domain, addr uint64, n int, write bool) error {
+				if d == l2.DomainSystem && addr >= 0x30000 {
+					return errTestFault // Bus Master off, say
+				}
+				return nil
+			}
+		}},
+		{name: "dirty-line-in-source", a: bypass, dst: fb + 0x80000, src: fb + 0x10000, n: 8192, setup: func(w *world) {
+			w.mmu.Write(cached, fb+0x10f00, marker)
+		}},
+		{name: "dirty-line-in-gart-source", a: bypass, dst: fb + 0x80000, src: page(10), n: 3 * PageSize, setup: func(w *world) {
+			w.mmu.Write(cached, page(11)+5, marker)
+		}},
+		{name: "clean-line-in-destination", a: bypass, dst: fb + 0x80000, src: fb + 0x10000, n: 8192, setup: func(w *world) {
+			w.mmu.Read(cached, fb+0x81000, make([]byte, 4))
+		}},
+		{name: "dirty-line-in-destination", a: bypass, dst: fb + 0x80000, src: fb + 0x10000, n: 8192, setup: func(w *world) {
+			w.mmu.Write(cached, fb+0x80010, marker)
+		}},
+		{name: "line-elsewhere", a: bypass, dst: fb + 0x80000, src: fb + 0x10000, n: 8192, direct: 1, setup: func(w *world) {
+			w.mmu.Write(cached, fb+0x40000, marker)
+		}},
+	}
+	for _, tc := range tests {
+		for _, direct := range []bool{true, false} {
+			name := tc.name
+			if !direct {
+				name += "/no-direct-backing"
+			}
+			t.Run(name, func(t *testing.T) {
+				w, dm := newCopyWorld(t, direct)
+				ref, _ := newCopyWorld(t, direct)
+				if tc.setup != nil {
+					tc.setup(w)
+					tc.setup(ref)
+				}
+				var wakes atomic.Int64
+				w.mmu.SetOnWrite(func() { wakes.Add(1) })
+				err := w.mmu.Copy(tc.a, tc.dst, tc.src, tc.n)
+
+				// Reference: Read into a buffer, then Write.
+				buf := make([]byte, tc.n)
+				rerr := ref.mmu.Read(tc.a, tc.src, buf)
+				if rerr == nil {
+					rerr = ref.mmu.Write(tc.a, tc.dst, buf)
+				}
+				if got, want := faultReason(err), faultReason(rerr); (err == nil) != (rerr == nil) || err != nil && got != want {
+					t.Fatalf("Copy: %v; Read+Write: %v", err, rerr)
+				}
+				if tc.reason != 0 && faultReason(err) != tc.reason {
+					t.Fatalf("Copy: %v, want reason %d", err, tc.reason)
+				}
+				if s, rs := w.reg(abi.REG_GMC_VM_FAULT_STATUS), ref.reg(abi.REG_GMC_VM_FAULT_STATUS); s != rs {
+					t.Errorf("fault status %#x, Read+Write latched %#x", s, rs)
+				}
+				if tc.reason == 0 && err != nil {
+					t.Fatalf("Copy: %v", err)
+				}
+				wantDirect := tc.direct
+				if !direct {
+					wantDirect = 0
+				}
+				if got := dm.copies.Load(); got != wantDirect {
+					t.Errorf("%d direct copies, want %d", got, wantDirect)
+				}
+				if err != nil {
+					return // partial results differ (Copy moves the bytes before the fault)
+				}
+				if wakes.Load() != 1 {
+					t.Errorf("OnWrite called %d times, want 1", wakes.Load())
+				}
+				// Same memory and the same view through the cache, cached and uncached.
+				w.cache.Apply(l2.OpWriteBack, nil)
+				ref.cache.Apply(l2.OpWriteBack, nil)
+				for d := range 2 {
+					if !bytes.Equal(w.mem.mem[d], ref.mem.mem[d]) {
+						t.Fatalf("domain %d memory differs from Read+Write", d)
+					}
+				}
+				got, want := make([]byte, tc.n), make([]byte, tc.n)
+				if w.mmu.Read(cached, tc.dst, got) != nil {
+					return // not readable (write-only page)
+				}
+				ref.mmu.Read(cached, tc.dst, want)
+				if !bytes.Equal(got, want) || !bytes.Equal(got, buf) {
+					t.Fatal("cached view of the destination differs")
+				}
+			})
+		}
+	}
+}
+
+func TestCopyNoCache(t *testing.T) {
+	w, dm := newCopyWorld(t, true)
+	m := New(nil, dm, vramSize, nil)
+	w.mmu = m
+	w.program(gartStart, page(gartPages)-1, sysTable|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
+	if err := m.Copy(Access{}, fb+0x80000, page(10), 2*PageSize); err != nil {
+		t.Fatal(err)
+	}
+	if dm.copies.Load() != 1 || !bytes.Equal(dm.mem[l2.DomainVRAM][0x80000:0x82000], dm.mem[l2.DomainSystem][0x3a000:0x3c000]) {
+		t.Fatal("cacheless copy did not take the direct path or copied wrong data")
+	}
+}
+
+// TestCopyTLB: a copy fills the TLB for short runs and uses it; a GART change is seen.
+func TestCopyTLB(t *testing.T) {
+	w, _ := newCopyWorld(t, true)
+	a := Access{Bypass: true}
+	if err := w.mmu.Copy(a, fb+0x80000, page(10), 4*PageSize); err != nil {
+		t.Fatal(err)
+	}
+	before := w.mmu.Stats()
+	if err := w.mmu.Copy(a, fb+0x80000, page(10), 4*PageSize); err != nil {
+		t.Fatal(err)
+	}
+	after := w.mmu.Stats()
+	if after.TLBMisses != before.TLBMisses || after.TLBHits != before.TLBHits+4 {
+		t.Errorf("second copy: %d misses %d hits, want 0 and 4", after.TLBMisses-before.TLBMisses, after.TLBHits-before.TLBHits)
+	}
+	// Retarget page 11 to read-only without invalidating: the TLB still allows the write...
+	w.mem.putPTE(l2.DomainSystem, sysTable, 11, sysPTE(0x3b000, abi.PTE_VALID_MASK|abi.PTE_READABLE_MASK))
+	if err := w.mmu.Copy(a, page(10), fb, 2*PageSize); err != nil {
+		t.Fatalf("stale TLB entry: %v", err)
+	}
+	// ...until VM_INVALIDATE.
+	w.setReg(abi.REG_GMC_VM_INVALIDATE, 1)
+	if err := w.mmu.Copy(a, page(10), fb, 2*PageSize); faultReason(err) != abi.VM_FAULT_NO_WRITE {
+		t.Fatalf("after invalidate: %v, want NO_WRITE", err)
+	}
+}
+
+// TestCopyConcurrent runs copies against cached writers and cache operations (for -race): the
+// fast path and the L2 never disagree on locking.
+func TestCopyConcurrent(t *testing.T) {
+	w, _ := newCopyWorld(t, true)
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				switch g {
+				case 0:
+					w.mmu.Copy(Access{Bypass: true}, fb+0x80000, page(10), 4*PageSize)
+				case 1:
+					w.mmu.Write(Access{Slot: 1}, fb+0x81000+uint64(i%32)*128, marker)
+				case 2:
+					w.mmu.CacheOp(Access{}, l2.OpWriteBackInvalidate, fb+0x80000, 8*PageSize)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
