@@ -241,10 +241,15 @@ func PacketRate() (Result, error) {
 		Note: fmt.Sprintf("%d packets; target ≥ 20 M/s on one core", n)}, nil
 }
 
-// CopyBandwidth is DMA_DATA system memory → VRAM (uncached, through the GART) for size
-// bytes, in MB/s, beside Go's copy of the same bytes between the same mappings.
+// CopyBandwidth is DMA_DATA system memory → VRAM (uncached, through the GART) in copies of
+// size bytes, in MB/s, beside Go's copy of the same bytes between the same mappings. Copies are
+// queued the way a driver batches them — up to 64 MiB of copies per submission, one fence at
+// the end — so the number is the copy engine's, not the doorbell round trip's (measured on its
+// own above).
 func CopyBandwidth(size int) (Result, error) {
-	rig, err := NewRig(RigConfig{RingDwords: 1 << 12, GuestBytes: max(size, 1<<16)})
+	const ringDwords = 1 << 16
+	batch := max(1, min((64<<20)/size, (ringDwords-64)/8)) // a DMA_DATA packet is 7 dwords
+	rig, err := NewRig(RigConfig{RingDwords: ringDwords, GuestBytes: max(size, 1<<16)})
 	if err != nil {
 		return Result{}, err
 	}
@@ -255,15 +260,17 @@ func CopyBandwidth(size int) (Result, error) {
 	}
 	dst := rig.VRAM[vramCopyDst : vramCopyDst+size]
 	seq := uint32(0)
-	copyOnce := func() error {
+	submit := func(copies int) error {
 		seq++
-		for off := 0; off < size; off += 32 << 20 { // BYTE_COUNT has 26 bits
-			n := min(size-off, 32<<20)
-			rig.Emit(cptest.DMAData{
-				SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
-				SrcPolicy: abi.PM4_CACHE_POLICY_BYPASS, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS,
-				Src: gartBase + uint64(off), Dst: abi.GPU_FB_BASE + vramCopyDst + uint64(off), Count: uint32(n), CPSync: true,
-			}.Encode())
+		for range copies {
+			for off := 0; off < size; off += 32 << 20 { // BYTE_COUNT has 26 bits
+				n := min(size-off, 32<<20)
+				rig.Emit(cptest.DMAData{
+					SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
+					SrcPolicy: abi.PM4_CACHE_POLICY_BYPASS, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS,
+					Src: gartBase + uint64(off), Dst: abi.GPU_FB_BASE + vramCopyDst + uint64(off), Count: uint32(n), CPSync: true,
+				}.Encode())
+			}
 		}
 		rig.Emit(cptest.Fence(FenceGPU(), seq, seq, false))
 		if err := rig.Kick(); err != nil {
@@ -271,7 +278,7 @@ func CopyBandwidth(size int) (Result, error) {
 		}
 		return rig.WaitFence(seq, time.Minute)
 	}
-	if err := copyOnce(); err != nil {
+	if err := submit(1); err != nil {
 		return Result{}, err
 	}
 	if dst[size-1] != src[size-1] || dst[size/2] != src[size/2] {
@@ -279,7 +286,7 @@ func CopyBandwidth(size int) (Result, error) {
 	}
 	dev, err := measure(func(n int) error {
 		for range n {
-			if err := copyOnce(); err != nil {
+			if err := submit(batch); err != nil {
 				return err
 			}
 		}
@@ -290,9 +297,11 @@ func CopyBandwidth(size int) (Result, error) {
 			copy(dst, src)
 		}
 	})
-	mbs := func(r run) float64 { return float64(size) * float64(r.N) / r.T.Seconds() / 1e6 }
-	return Result{Name: fmt.Sprintf("DMA_DATA copy %s", sizeName(size)), Value: mbs(dev), Unit: "MB/s",
-		Baseline: "Go copy", Base: mbs(base), Note: "job round trip included; target ≥ 0.8× from 64 KiB up"}, err
+	mbs := func(r run, copies int) float64 {
+		return float64(size) * float64(copies) * float64(r.N) / r.T.Seconds() / 1e6
+	}
+	return Result{Name: fmt.Sprintf("DMA_DATA copy %s", sizeName(size)), Value: mbs(dev, batch), Unit: "MB/s",
+		Baseline: "Go copy", Base: mbs(base, 1), Note: fmt.Sprintf("%d copies per submission; target ≥ 0.8× from 64 KiB up", batch)}, err
 }
 
 func sizeName(n int) string {
