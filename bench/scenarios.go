@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -93,7 +94,8 @@ func RegionRead() (Result, error) {
 	return Result{Name: "REGION_READ round trip", Value: perOp(dev), Unit: "µs", Baseline: "unix socket echo", Base: perOp(must(unixEcho))}, err
 }
 
-// unixEcho ping-pongs a 32-byte request and a 36-byte reply over a socketpair.
+// unixEcho ping-pongs a 32-byte request and a 36-byte reply over a socketpair. Reads are
+// io.ReadFull: a stream socket may return a message in pieces.
 func unixEcho(n int) {
 	a, c, err := vfiousertest.Socketpair()
 	if err != nil {
@@ -104,7 +106,7 @@ func unixEcho(n int) {
 	go func() {
 		buf := make([]byte, 64)
 		for {
-			if _, err := c.Read(buf[:32]); err != nil {
+			if _, err := io.ReadFull(c, buf[:32]); err != nil {
 				return
 			}
 			if _, err := c.Write(buf[:36]); err != nil {
@@ -114,8 +116,12 @@ func unixEcho(n int) {
 	}()
 	buf := make([]byte, 64)
 	for range n {
-		a.Write(buf[:32])
-		a.Read(buf[:36])
+		if _, err := a.Write(buf[:32]); err != nil {
+			return
+		}
+		if _, err := io.ReadFull(a, buf[:36]); err != nil {
+			return
+		}
 	}
 }
 
@@ -156,6 +162,9 @@ func DoorbellToInterrupt(mode bars.DoorbellMode) (Result, error) {
 	return r, err
 }
 
+// stopValue, written to eventfdWake's eventfd when nothing is pending, ends its reader.
+const stopValue = 0xff
+
 // eventfdWake is one eventfd signal seen by a goroutine blocked in read, and back.
 func eventfdWake(n int) {
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
@@ -166,7 +175,8 @@ func eventfdWake(n int) {
 	go func() {
 		buf := make([]byte, 8)
 		for {
-			if _, err := unix.Read(efd, buf); err != nil || buf[0] == 0xff {
+			// The counter is 1 per round; the stop value below is the only other one.
+			if _, err := unix.Read(efd, buf); err != nil || buf[0] == stopValue {
 				return
 			}
 			unix.Write(back, one)
@@ -177,7 +187,7 @@ func eventfdWake(n int) {
 		unix.Write(efd, one)
 		unix.Read(back, buf)
 	}
-	unix.Write(efd, []byte{0xfe, 0, 0, 0, 0, 0, 0, 0}) // counter value 0xfe..: ends the reader
+	unix.Write(efd, []byte{stopValue, 0, 0, 0, 0, 0, 0, 0}) // ends the reader
 }
 
 // cacheLinePingPong bounces a value between two spinning goroutines through one cache line.
