@@ -165,14 +165,23 @@ func DoorbellToInterrupt(mode bars.DoorbellMode) (Result, error) {
 // stopValue, written to eventfdWake's eventfd when nothing is pending, ends its reader.
 const stopValue = 0xff
 
-// eventfdWake is one eventfd signal seen by a goroutine blocked in read, and back.
+// eventfdWake is one eventfd signal seen by a goroutine blocked in read, and back. The
+// reader must be gone before the fds are closed: a goroutine still using a closed fd number
+// would read or write whatever file gets that number next.
 func eventfdWake(n int) {
-	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	back, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	defer unix.Close(efd)
-	defer unix.Close(back)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return
+	}
+	back, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(efd)
+		return
+	}
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		buf := make([]byte, 8)
 		for {
 			// The counter is 1 per round; the stop value below is the only other one.
@@ -187,7 +196,10 @@ func eventfdWake(n int) {
 		unix.Write(efd, one)
 		unix.Read(back, buf)
 	}
-	unix.Write(efd, []byte{stopValue, 0, 0, 0, 0, 0, 0, 0}) // ends the reader
+	unix.Write(efd, []byte{stopValue, 0, 0, 0, 0, 0, 0, 0})
+	<-done
+	unix.Close(efd)
+	unix.Close(back)
 }
 
 // cacheLinePingPong bounces a value between two spinning goroutines through one cache line.
