@@ -3,7 +3,6 @@ package device
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"syscall"
 
 	"vgpu/abi"
@@ -334,7 +333,6 @@ func (g gpuDiagnostics) String() string {
 	return string(b)
 }
 
-var _ = slog.LevelInfo
 
 var (
 	_ l2.DirectCopier = physBacking{}
