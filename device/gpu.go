@@ -333,7 +333,6 @@ func (g gpuDiagnostics) String() string {
 	return string(b)
 }
 
-
 var (
 	_ l2.DirectCopier = physBacking{}
 	_ cp.Copier       = engineMemory{}
