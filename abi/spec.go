@@ -197,6 +197,13 @@ var Blocks = []Block{
 				{Name: "WB", Shift: 0, Width: 1, Doc: "Write back every dirty line."},
 				{Name: "INV", Shift: 1, Width: 1, Doc: "Invalidate every line (after WB when both are set)."},
 			}},
+			{Name: "STATUS", Offset: 0x24, Access: RO, Doc: "Progress of the maintenance an L2_CONTROL write started: it runs asynchronously; poll until BUSY reads 0.", Fields: []Field{
+				{Name: "BUSY", Shift: 0, Width: 1, Doc: "The last L2_CONTROL request is still running (a write while BUSY is queued behind it)."},
+				{Name: "ERROR", Shift: 1, Width: 1, Doc: "The last completed request could not write some dirty lines back (unmapped memory, Bus Master off): they were dropped and counted in WB_ERRORS."},
+			}},
+			{Name: "CONTROL_DONE", Offset: 0x28, Access: RO, Doc: "L2_CONTROL requests completed since reset."},
+			{Name: "WB_ERRORS", Offset: 0x2C, Access: RO, Doc: "Dirty lines dropped because their write-back failed, since reset."},
+			{Name: "DISCARDED", Offset: 0x30, Access: RO, Doc: "Dirty lines for system memory discarded unwritten because the client that mapped that memory went away, since power-on."},
 		},
 	},
 	{
@@ -210,6 +217,12 @@ var Blocks = []Block{
 			{Name: "PACKETS_HI", Offset: 0x10, Access: RO},
 			{Name: "HALTS", Offset: 0x14, Access: RO, Doc: "Queue halts (errors) since reset."},
 			{Name: "IB_MAX_DEPTH", Offset: 0x18, Access: RO, Doc: "Deepest indirect-buffer nesting accepted (2: IB1 and IB2)."},
+			{Name: "ENGINE_RESET", Offset: 0x1C, Access: WO, Doc: "Soft-reset engines (as GRBM_SOFT_RESET): every queue of a named engine is stopped at once (as DEQUEUE_RESET) and its HQD registers return to power-on values; queues of other engines keep running. Runs asynchronously: poll ENGINE_RESET_STATUS.", Fields: []Field{
+				{Name: "GFX", Shift: 0, Width: 1, Doc: "The graphics engine (ME 0: slot 0)."},
+				{Name: "COMPUTE", Shift: 1, Width: 1, Doc: "The compute engine (ME 1: slots 1..16)."},
+			}},
+			{Name: "ENGINE_RESET_STATUS", Offset: 0x20, Access: RO, Doc: "Engines whose reset is still in progress, in ENGINE_RESET's bit layout: 0 when every requested reset has completed."},
+			{Name: "ENGINE_RESETS", Offset: 0x24, Access: RO, Doc: "Engine resets completed since power-on (one per engine reset)."},
 		},
 	},
 	{
@@ -306,7 +319,7 @@ var baseGroups = []ConstGroup{
 	{Prefix: "ID_", Doc: "Identity values.", Consts: []Const{
 		{Name: "MAGIC_VALUE", Value: 0x55504756, Doc: "\"VGPU\" as bytes in memory order."},
 		{Name: "VERSION_MAJOR", Value: 1},
-		{Name: "VERSION_MINOR", Value: 0},
+		{Name: "VERSION_MINOR", Value: 1, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET."},
 	}},
 	{Prefix: "SELFTEST_", Doc: "Self-test DMA status codes and bounds.", Consts: []Const{
 		{Name: "DMA_MAX_LEN", Value: 1 << 20, Doc: "Largest self-test transfer in bytes."},

@@ -212,6 +212,20 @@ const (
 	// REG_L2_CONTROL__INV__SHIFT Invalidate every line (after WB when both are set).
 	REG_L2_CONTROL__INV__SHIFT = 0x1
 	REG_L2_CONTROL__INV_MASK   = 0x2
+	// REG_L2_STATUS RO. Progress of the maintenance an L2_CONTROL write started: it runs asynchronously; poll until BUSY reads 0.
+	REG_L2_STATUS = 0x724
+	// REG_L2_STATUS__BUSY__SHIFT The last L2_CONTROL request is still running (a write while BUSY is queued behind it).
+	REG_L2_STATUS__BUSY__SHIFT = 0x0
+	REG_L2_STATUS__BUSY_MASK   = 0x1
+	// REG_L2_STATUS__ERROR__SHIFT The last completed request could not write some dirty lines back (unmapped memory, Bus Master off): they were dropped and counted in WB_ERRORS.
+	REG_L2_STATUS__ERROR__SHIFT = 0x1
+	REG_L2_STATUS__ERROR_MASK   = 0x2
+	// REG_L2_CONTROL_DONE RO. L2_CONTROL requests completed since reset.
+	REG_L2_CONTROL_DONE = 0x728
+	// REG_L2_WB_ERRORS RO. Dirty lines dropped because their write-back failed, since reset.
+	REG_L2_WB_ERRORS = 0x72c
+	// REG_L2_DISCARDED RO. Dirty lines for system memory discarded unwritten because the client that mapped that memory went away, since power-on.
+	REG_L2_DISCARDED = 0x730
 	// BLOCK_CP_BASE Command processor: engine-wide identity and counters.
 	BLOCK_CP_BASE = 0x800
 	BLOCK_CP_SIZE = 0x100
@@ -229,6 +243,18 @@ const (
 	REG_CP_HALTS = 0x814
 	// REG_CP_IB_MAX_DEPTH RO. Deepest indirect-buffer nesting accepted (2: IB1 and IB2).
 	REG_CP_IB_MAX_DEPTH = 0x818
+	// REG_CP_ENGINE_RESET WO. Soft-reset engines (as GRBM_SOFT_RESET): every queue of a named engine is stopped at once (as DEQUEUE_RESET) and its HQD registers return to power-on values; queues of other engines keep running. Runs asynchronously: poll ENGINE_RESET_STATUS.
+	REG_CP_ENGINE_RESET = 0x81c
+	// REG_CP_ENGINE_RESET__GFX__SHIFT The graphics engine (ME 0: slot 0).
+	REG_CP_ENGINE_RESET__GFX__SHIFT = 0x0
+	REG_CP_ENGINE_RESET__GFX_MASK   = 0x1
+	// REG_CP_ENGINE_RESET__COMPUTE__SHIFT The compute engine (ME 1: slots 1..16).
+	REG_CP_ENGINE_RESET__COMPUTE__SHIFT = 0x1
+	REG_CP_ENGINE_RESET__COMPUTE_MASK   = 0x2
+	// REG_CP_ENGINE_RESET_STATUS RO. Engines whose reset is still in progress, in ENGINE_RESET's bit layout: 0 when every requested reset has completed.
+	REG_CP_ENGINE_RESET_STATUS = 0x820
+	// REG_CP_ENGINE_RESETS RO. Engine resets completed since power-on (one per engine reset).
+	REG_CP_ENGINE_RESETS = 0x824
 	// BLOCK_HQD_BASE Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE.
 	BLOCK_HQD_BASE  = 0x1000
 	BLOCK_HQD_SIZE  = 0x1100
@@ -372,7 +398,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	ID_VERSION_MINOR = 0x0
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET.
+	ID_VERSION_MINOR = 0x1
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.
@@ -869,6 +896,10 @@ var RegisterNames = map[uint32]string{
 	0x718:   "REG_L2_LINES",
 	0x71c:   "REG_L2_DIRTY_LINES",
 	0x720:   "REG_L2_CONTROL",
+	0x724:   "REG_L2_STATUS",
+	0x728:   "REG_L2_CONTROL_DONE",
+	0x72c:   "REG_L2_WB_ERRORS",
+	0x730:   "REG_L2_DISCARDED",
 	0x800:   "REG_CP_HQD_COUNT",
 	0x804:   "REG_CP_COMPUTE_PIPES",
 	0x808:   "REG_CP_QUEUES_PER_PIPE",
@@ -876,6 +907,9 @@ var RegisterNames = map[uint32]string{
 	0x810:   "REG_CP_PACKETS_HI",
 	0x814:   "REG_CP_HALTS",
 	0x818:   "REG_CP_IB_MAX_DEPTH",
+	0x81c:   "REG_CP_ENGINE_RESET",
+	0x820:   "REG_CP_ENGINE_RESET_STATUS",
+	0x824:   "REG_CP_ENGINE_RESETS",
 	0x1000:  "REG_HQD0_ACTIVE",
 	0x1004:  "REG_HQD0_VMID",
 	0x1008:  "REG_HQD0_PQ_BASE_LO",

@@ -211,6 +211,20 @@
 /* Invalidate every line (after WB when both are set). */
 #define VGPU_REG_L2_CONTROL__INV__SHIFT 0x1ULL
 #define VGPU_REG_L2_CONTROL__INV_MASK 0x2ULL
+/* RO. Progress of the maintenance an L2_CONTROL write started: it runs asynchronously; poll until BUSY reads 0. */
+#define VGPU_REG_L2_STATUS 0x724ULL
+/* The last L2_CONTROL request is still running (a write while BUSY is queued behind it). */
+#define VGPU_REG_L2_STATUS__BUSY__SHIFT 0x0ULL
+#define VGPU_REG_L2_STATUS__BUSY_MASK 0x1ULL
+/* The last completed request could not write some dirty lines back (unmapped memory, Bus Master off): they were dropped and counted in WB_ERRORS. */
+#define VGPU_REG_L2_STATUS__ERROR__SHIFT 0x1ULL
+#define VGPU_REG_L2_STATUS__ERROR_MASK 0x2ULL
+/* RO. L2_CONTROL requests completed since reset. */
+#define VGPU_REG_L2_CONTROL_DONE 0x728ULL
+/* RO. Dirty lines dropped because their write-back failed, since reset. */
+#define VGPU_REG_L2_WB_ERRORS 0x72cULL
+/* RO. Dirty lines for system memory discarded unwritten because the client that mapped that memory went away, since power-on. */
+#define VGPU_REG_L2_DISCARDED 0x730ULL
 /* Command processor: engine-wide identity and counters. */
 #define VGPU_BLOCK_CP_BASE 0x800ULL
 #define VGPU_BLOCK_CP_SIZE 0x100ULL
@@ -228,6 +242,18 @@
 #define VGPU_REG_CP_HALTS 0x814ULL
 /* RO. Deepest indirect-buffer nesting accepted (2: IB1 and IB2). */
 #define VGPU_REG_CP_IB_MAX_DEPTH 0x818ULL
+/* WO. Soft-reset engines (as GRBM_SOFT_RESET): every queue of a named engine is stopped at once (as DEQUEUE_RESET) and its HQD registers return to power-on values; queues of other engines keep running. Runs asynchronously: poll ENGINE_RESET_STATUS. */
+#define VGPU_REG_CP_ENGINE_RESET 0x81cULL
+/* The graphics engine (ME 0: slot 0). */
+#define VGPU_REG_CP_ENGINE_RESET__GFX__SHIFT 0x0ULL
+#define VGPU_REG_CP_ENGINE_RESET__GFX_MASK 0x1ULL
+/* The compute engine (ME 1: slots 1..16). */
+#define VGPU_REG_CP_ENGINE_RESET__COMPUTE__SHIFT 0x1ULL
+#define VGPU_REG_CP_ENGINE_RESET__COMPUTE_MASK 0x2ULL
+/* RO. Engines whose reset is still in progress, in ENGINE_RESET's bit layout: 0 when every requested reset has completed. */
+#define VGPU_REG_CP_ENGINE_RESET_STATUS 0x820ULL
+/* RO. Engine resets completed since power-on (one per engine reset). */
+#define VGPU_REG_CP_ENGINE_RESETS 0x824ULL
 /* Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE. */
 #define VGPU_BLOCK_HQD_BASE 0x1000ULL
 #define VGPU_BLOCK_HQD_SIZE 0x1100ULL
@@ -371,7 +397,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-#define VGPU_ID_VERSION_MINOR 0x0ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. */
+#define VGPU_ID_VERSION_MINOR 0x1ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
