@@ -11,6 +11,10 @@
 # crashers. A crasher is written by go test to PKG/testdata/fuzz/FuzzX/ and left there: commit it
 # with the fix, and it runs as a regression input in every plain `go test` from then on.
 #
+# go test minimizes every new interesting input (up to -fuzzminimizetime, 60s by default) and
+# reports those executions only when the minimization ends, so in a short run the counts can
+# lag; FUZZ_MINIMIZE_TIME sets -fuzzminimizetime (0 turns minimization off, crashers included).
+#
 # Exits non-zero if any target crashed or could not run. Set FUZZ_LOG_DIR to keep each
 # target's full go test output (default: a temporary folder, removed at exit unless a target
 # failed).
@@ -23,6 +27,10 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 fi
 duration=$1
 pattern=${2:-.}
+minimize=()
+if [ -n "${FUZZ_MINIMIZE_TIME:-}" ]; then
+  minimize=(-fuzzminimizetime "$FUZZ_MINIMIZE_TIME")
+fi
 
 logdir=${FUZZ_LOG_DIR:-}
 if [ -z "$logdir" ]; then
@@ -57,7 +65,7 @@ while read -r pkg target; do
   log="$logdir/${pkg//\//_}.$target.log"
   corpus="$dir/testdata/fuzz/$target"
   before=$(ls "$corpus" 2>/dev/null | sort)
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" -parallel 1 "$dir" >"$log" 2>&1
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" -parallel 1 "${minimize[@]}" "$dir" >"$log" 2>&1
   rc=$?
   # Final status line: "fuzz: elapsed: 10s, execs: 12345 (1234/sec), new interesting: 3 (total: 20)".
   stats=$(grep -E '^fuzz: elapsed: [0-9]+s, execs: ' "$log" | tail -1 |
