@@ -67,10 +67,16 @@ while read -r pkg target; do
   before=$(ls "$corpus" 2>/dev/null | sort)
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" -parallel 1 "${minimize[@]}" "$dir" >"$log" 2>&1
   rc=$?
-  # Final status line: "fuzz: elapsed: 10s, execs: 12345 (1234/sec), new interesting: 3 (total: 20)".
-  stats=$(grep -E '^fuzz: elapsed: [0-9]+s, execs: ' "$log" | tail -1 |
-    sed -E 's/^fuzz: elapsed: ([0-9]+)s, execs: ([0-9]+) .*new interesting: ([0-9]+).*/\1 \2 \3/')
-  read -r elapsed execs new <<<"${stats:-0 0 0}"
+  # Final status line: "fuzz: elapsed: 10m0s, execs: 12345 (1234/sec), new interesting: 3 (total: 20)".
+  read -r elapsed execs new < <(awk '
+    /^fuzz: elapsed: [0-9hms]+, execs: / { e = $3; x = $5; n = $9 }
+    END {
+      s = 0
+      if (match(e, /[0-9]+h/)) s += substr(e, RSTART, RLENGTH - 1) * 3600
+      if (match(e, /[0-9]+m/)) s += substr(e, RSTART, RLENGTH - 1) * 60
+      if (match(e, /[0-9]+s/)) s += substr(e, RSTART, RLENGTH - 1)
+      print s, x + 0, n + 0
+    }' "$log")
   rate=0
   [ "${elapsed:-0}" -gt 0 ] && rate=$((execs / elapsed))
   after=$(ls "$corpus" 2>/dev/null | sort)
