@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"vgpu/abi"
+	"vgpu/cp/cptest"
 	"vgpu/device"
 	"vgpu/vfiouser"
 )
@@ -35,26 +36,8 @@ import (
 // change.
 func FuzzDevice(f *testing.F) {
 	w := newDeviceWorld(f)
-	// Starting points (the decoder reads them as it reads any input): each names the
-	// operations it begins with.
-	seeds := [][]byte{
-		// Enable memory and bus mastering, register accesses, reset.
-		{opCommand, 0x06, opRegRead, 0, 0, 0, 2, opRegWrite, 1, 0, 0, 2, 0x78, 0x56, 0x34, 0x12, opReset},
-		// Map memory, then register writes.
-		{opCommand, 0x06, opMap, 0, 3, 0, 3, 1, opRegWrite, 0, 3, 0, 2, 0, 0x10, 0, 0, opRegWrite, 0, 5, 0, 2, 0, 0x10, 0, 0, opRegWrite, 0, 7, 0, 2, 1, 0, 0, 0},
-		// MSI-X enable, eventfds on every vector, trapped table writes, PBA reads.
-		{opMSIX, 1, opSetIRQs, 2, 2, 0, 16, 16, opMSIXPage, 1, 0, 0, 0xff, opMSIXPage, 0, 0x80, 0x8, 0},
-		// Sizing BARs, then an FLR, then config garbage.
-		{opConfigWrite, 0x10, 0, 4, 0xff, 0xff, 0xff, 0xff, opConfigRead, 0x10, 0, 4, opFLR, opConfigWrite, 0x40, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8},
-		// Doorbells and VRAM at and beyond their ends, on and off.
-		{opCommand, 0x02, opDoorbell, 1, 0xf8, 0x3f, 8, opVRAM, 1, 2, 0xfc, 0xff, 8, opCommand, 0, opDoorbell, 0, 0, 0x40, 4, opVRAM, 0, 3, 0, 0, 8},
-		// Regions without storage, disconnect, unmap everything.
-		{opNoStorage, 6, opNoStorage, 9, opCommand, 0x06, opNoStorage, 1, opMap, 1, 0, 0, 0, 3, opReconnect, opUnmap, 1, 0, 0},
-		// Each queue's registers with random values, then its doorbell.
-		{opCommand, 0x06, opRegWrite, 2, 40, 0, 2, 1, 0, 0, 0, opRegWrite, 2, 41, 0, 2, 0, 1, 0, 0, opDoorbell, 1, 0, 0, 8},
-	}
-	for _, s := range seeds {
-		f.Add(s)
+	for _, s := range fuzzDeviceSeeds() {
+		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w.begin(t)
@@ -135,6 +118,7 @@ type deviceWorld struct {
 	info  vfiouser.DeviceInfo
 	peer  *memPeer
 	memfd *os.File // the test keeps it; each DMA_MAP hands the device a dup
+	zeros []byte   // what begin writes over the directly addressed VRAM
 	regs  []uint32 // every register's byte offset in BAR5 (all instances)
 
 	power    []byte // config space at power-on
@@ -160,6 +144,8 @@ const (
 	memfdSize = 64 << 10
 	vramSize  = 4 << 20
 	vramWin   = 1 << 20
+	vramLow   = 64 << 10 // VRAM operations reach [0, vramLow) and the last vramEdge bytes
+	vramEdge  = 64
 )
 
 func newDeviceWorld(tb testing.TB) *deviceWorld {
@@ -179,7 +165,8 @@ func newDeviceWorld(tb testing.TB) *deviceWorld {
 	if err := memfd.Truncate(memfdSize); err != nil {
 		tb.Fatal(err)
 	}
-	w := &deviceWorld{dev: dev, info: dev.Info(), peer: &memPeer{mem: make([]byte, memfdSize)}, memfd: memfd}
+	w := &deviceWorld{dev: dev, info: dev.Info(), peer: &memPeer{mem: make([]byte, memfdSize)}, memfd: memfd,
+		zeros: make([]byte, vramLow+vramEdge)}
 	for _, b := range abi.Blocks {
 		for i := range max(b.Count, 1) {
 			for _, r := range b.Registers {
@@ -260,10 +247,33 @@ func readOnlyBytes(p []byte, info vfiouser.DeviceInfo) (ro []roByte, expCap, msi
 }
 
 // begin returns the device to what a new VM sees: the previous client gone, a reset, a new
-// client without mappings.
+// client without mappings. VRAM survives a reset (as on hardware), so the part of it an input
+// can address directly is cleared, as are the DMA memories: an input then behaves the same
+// whatever ran before it, and a crasher reproduces alone.
 func (w *deviceWorld) begin(t *testing.T) {
 	w.call(t, "begin: disconnect", func() error { w.dev.Disconnected(); return nil })
 	w.call(t, "begin: DEVICE_RESET", w.dev.Reset)
+	w.call(t, "begin: clear memory", func() error {
+		if err := w.dev.RegionWrite(regionConfig, 0x04, []byte{0x02}); err != nil { // Memory Space on
+			return err
+		}
+		if err := w.dev.RegionWrite(abi.BAR_VRAM, 0, w.zeros); err != nil {
+			return err
+		}
+		if err := w.dev.RegionWrite(abi.BAR_VRAM, vramWin-vramEdge, w.zeros[:vramEdge]); err != nil {
+			return err
+		}
+		if err := w.dev.RegionWrite(regionConfig, 0x04, []byte{0x00}); err != nil {
+			return err
+		}
+		if err := w.memfd.Truncate(0); err != nil {
+			return err
+		}
+		return w.memfd.Truncate(memfdSize)
+	})
+	w.peer.mu.Lock()
+	clear(w.peer.mem)
+	w.peer.mu.Unlock()
 	w.call(t, "begin: connect", func() error { w.dev.Connected(w.peer); return nil })
 	w.memOn = false
 	w.checkConfig(t, "begin")
@@ -334,7 +344,7 @@ func (w *deviceWorld) step(t *testing.T, in *input) {
 		case 0:
 			off = uint64(in.u16())
 		case 1:
-			off = vramWin - uint64(in.u16()%64)
+			off = vramWin - uint64(in.u16()%vramEdge)
 		default:
 			off = vramWin + uint64(in.u16())
 		}
@@ -545,3 +555,95 @@ func (p *memPeer) access(iova uint64, b []byte, write bool) error {
 
 func (p *memPeer) DMARead(iova uint64, b []byte) error  { return p.access(iova, b, false) }
 func (p *memPeer) DMAWrite(iova uint64, b []byte) error { return p.access(iova, b, true) }
+
+// script builds inputs in FuzzDevice's format, for seeds a driver would send.
+type script []byte
+
+func (s script) command(v byte) script { return append(s, opCommand, v, 0) }
+
+// reg writes 32 bits at any register BAR offset.
+func (s script) reg(off, v uint32) script {
+	s = binary.LittleEndian.AppendUint32(append(s, opRegWrite, 0), off)
+	return binary.LittleEndian.AppendUint32(append(s, 0), v) // access size 4
+}
+
+func (s script) regRead(off uint32) script {
+	return append(binary.LittleEndian.AppendUint32(append(s, opRegRead, 0), off), 0)
+}
+
+// vram writes the window from off (below 64 KiB), 64 bytes per operation.
+func (s script) vram(off uint16, dwords []uint32) script {
+	var p []byte
+	for _, d := range dwords {
+		p = binary.LittleEndian.AppendUint32(p, d)
+	}
+	for len(p) > 0 {
+		n := min(len(p), 64)
+		s = binary.LittleEndian.AppendUint16(append(s, opVRAM, 1, 0), off)
+		s = append(append(s, byte(n)), p[:n]...)
+		p, off = p[n:], off+uint16(n)
+	}
+	return s
+}
+
+func (s script) doorbell(index int, v uint64) script {
+	s = binary.LittleEndian.AppendUint16(append(s, opDoorbell, 1), uint16(8*index))
+	return binary.LittleEndian.AppendUint64(append(s, 1), v) // access size 8
+}
+
+// mapMemfd maps the first size bytes of the memfd at IOVA 0, read-write.
+func (s script) mapMemfd(pages byte) script {
+	return append(s, opMap, 0, pages, 0, 3, 1)
+}
+
+func hqd(slot int, reg uint32) uint32 {
+	return abi.BLOCK_HQD_BASE + uint32(slot)*abi.BLOCK_HQD_STRIDE + reg
+}
+
+// queue brings up hardware queue slot with a 64-dword ring at VRAM offset ring, writes the
+// packets into it and submits them (by PQ_WPTR, or by doorbell index db when db >= 0).
+func (s script) queue(slot int, ring uint16, db int, packets ...[]uint32) script {
+	var dws []uint32
+	for _, p := range packets {
+		dws = append(dws, p...)
+	}
+	base := abi.GPU_FB_BASE + uint64(ring)
+	s = s.reg(hqd(slot, abi.REG_HQD_PQ_BASE_LO), uint32(base)).reg(hqd(slot, abi.REG_HQD_PQ_BASE_HI), uint32(base>>32))
+	s = s.reg(hqd(slot, abi.REG_HQD_PQ_CONTROL), 5) // 2^(5+1) dwords
+	if db >= 0 {
+		s = s.reg(hqd(slot, abi.REG_HQD_PQ_DOORBELL_CONTROL), uint32(2*db)<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT|abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK)
+	}
+	s = s.vram(ring, dws).reg(hqd(slot, abi.REG_HQD_ACTIVE), 1)
+	if db >= 0 {
+		return s.doorbell(db, uint64(len(dws)))
+	}
+	return s.reg(hqd(slot, abi.REG_HQD_PQ_WPTR_LO), uint32(len(dws)))
+}
+
+// fuzzDeviceSeeds are starting points: what a driver does, which the fuzzer then bends.
+func fuzzDeviceSeeds() []script {
+	fb := uint64(abi.GPU_FB_BASE)
+	ih := script{}.command(0x06).reg(abi.REG_IH_RB_BASE_LO, uint32(fb+0x8000)).reg(abi.REG_IH_RB_BASE_HI, uint32((fb+0x8000)>>32)).
+		reg(abi.REG_IH_RB_CNTL, 8<<abi.REG_IH_RB_CNTL__RB_SIZE__SHIFT|abi.REG_IH_RB_CNTL__RB_ENABLE_MASK|abi.REG_IH_RB_CNTL__ENABLE_INTR_MASK)
+	return []script{
+		// Identity, scratch, reset.
+		script{}.command(0x02).regRead(abi.REG_ID_MAGIC).reg(abi.REG_SCRATCH_0, 0x12345678).regRead(abi.REG_SCRATCH_0).append(opReset),
+		// A compute queue: WRITE_DATA and a fence with an interrupt, submitted by PQ_WPTR.
+		ih.queue(1, 0x1000, -1, cptest.WriteMem(fb+0x2000, 0xdeadbeef), cptest.Fence(fb+0x2100, 1, 7, true)).regRead(hqd(1, abi.REG_HQD_STATUS)),
+		// The graphics queue by doorbell, then a copy and an FLR while it may still run.
+		ih.queue(0, 0x1400, 3, cptest.WriteMem(fb+0x2200, 1, 2, 3), cptest.Fence(fb+0x2300, 2, 0, true)).append(opFLR),
+		// Self-test DMA into mapped memory, MSI-X on with eventfds on every vector.
+		script{}.command(0x06).mapMemfd(4).append(opMSIX, 0x80, opSetIRQs, 2, 2, 0, 16, 16).
+			reg(abi.REG_SELFTEST_DMA_ADDR_LO, 0x100).reg(abi.REG_SELFTEST_DMA_LEN, 0x200).reg(abi.REG_SELFTEST_DMA_PATTERN, 0xa5a5a5a5).
+			reg(abi.REG_SELFTEST_DMA_CTRL, 1|1<<abi.REG_SELFTEST_DMA_CTRL__IRQ_EN__SHIFT).regRead(abi.REG_SELFTEST_DMA_STATUS),
+		// Sizing a BAR, an FLR, then config garbage.
+		script{opConfigWrite, 0x10, 0, 0, 0xff, 0xff, 0xff, 0xff, opConfigRead, 0x10, 0, 0, opFLR,
+			opConfigWrite, 0x40, 0, 0, 1, 2, 3, 4},
+		// Doorbells and VRAM at their ends, with Memory Space on and off; regions without storage.
+		script{}.command(0x02).doorbell(2047, 5).append(opVRAM, 0, 1, 0, 0, 8, opCommand, 0, 0, opNoStorage, 1, 0, opNoStorage, 6, 1),
+		// Reconnect while mapped, unmap everything.
+		script{}.command(0x06).mapMemfd(16).append(opReconnect, opUnmap, 0, 0, 1),
+	}
+}
+
+func (s script) append(b ...byte) script { return append(s, b...) }
