@@ -211,8 +211,9 @@ type Stats struct {
 	// EngineResetBusy is CP_ENGINE_RESET_STATUS; EngineResets is CP_ENGINE_RESETS.
 	EngineResetBusy, EngineResets uint32
 	// Draining is how many revoked activations are still inside a turn (a call out that
-	// began before their revocation may be in progress): Quiesce waits for 0.
-	Draining int
+	// began before their revocation may be in progress): Quiesce waits for 0. Live is how
+	// many queue goroutines exist (current and revoked ones still returning).
+	Draining, Live int
 	// LogLines and LogSuppressed are the rate-limited log lines of cp's keys written and
 	// suppressed (Config.Limiter; its Counts break them down by key).
 	LogLines, LogSuppressed uint64
@@ -234,6 +235,14 @@ type QueueStats struct {
 	Idle bool
 }
 
+// Queue returns one slot's state (a cheaper Stats().Queues[slot]).
+func (c *CP) Queue(slot int) QueueStats {
+	if slot < 0 || slot >= NumSlots {
+		return QueueStats{}
+	}
+	return c.hqds[slot].stats()
+}
+
 // Stats returns a snapshot of the counters and every queue's state.
 func (c *CP) Stats() Stats {
 	s := Stats{
@@ -248,6 +257,7 @@ func (c *CP) Stats() Stats {
 	for i := range c.hqds {
 		s.Queues[i] = c.hqds[i].stats()
 		s.Draining += c.hqds[i].draining()
+		s.Live += c.hqds[i].alive()
 	}
 	for _, n := range c.limiter.Counts() {
 		if strings.HasPrefix(n.Key, logKeyPrefix) {

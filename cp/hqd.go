@@ -263,6 +263,13 @@ func (h *hqd) ended(q *queue) {
 	}
 }
 
+// alive counts this slot's goroutines.
+func (h *hqd) alive() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.live)
+}
+
 // draining counts this slot's revoked activations that are still inside a turn.
 func (h *hqd) draining() int {
 	h.mu.Lock()

@@ -43,6 +43,17 @@ func (i *Interrupts) All() []cp.IV {
 	return append([]cp.IV(nil), i.ivs...)
 }
 
+// Reset forgets every IV.
+func (i *Interrupts) Reset() {
+	i.mu.Lock()
+	i.ivs = nil
+	i.mu.Unlock()
+	select {
+	case <-i.notify:
+	default:
+	}
+}
+
 // Len is the number of IVs so far.
 func (i *Interrupts) Len() int {
 	i.mu.Lock()
