@@ -334,7 +334,7 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 		"GMC": {Read: g.mmu.ReadReg, Write: g.mmu.WriteReg},
 		"IH":  {Read: g.ih.ReadReg, Write: g.ih.WriteReg},
 		"L2":  {Read: g.cache.ReadReg, Write: g.cache.WriteReg},
-		"CP":  {Read: g.cp.ReadReg},
+		"CP":  {Read: g.cp.ReadReg, Write: g.cp.WriteReg},
 		"HQD": {
 			Read: func(off uint32) uint32 {
 				return g.cp.ReadHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE)
