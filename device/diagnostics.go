@@ -159,6 +159,10 @@ func (g gpuDiagnostics) render(r *report) {
 	r.line("doorbells", "%d (%d matched no queue)", c.Doorbells, c.DoorbellMisses)
 	r.line("parked waits", "%d wake-ups, %d re-checks", c.Wakes, c.WaitChecks)
 	r.line("HQD writes ignored", "%d (configuration while active)", c.IgnoredWrites)
+	r.line("turns", "%d yields at the budget, %d waits for a turn", c.Yields, c.TurnWaits)
+	r.line("engine resets", "%d completed, in progress: %s", c.EngineResets, engineNames(c.EngineResetBusy))
+	r.line("stale call-outs refused", "%d (goroutines of a reset activation)", c.StaleCallouts)
+	r.line("queue goroutines", "%d alive, %d revoked still returning, %d activations refused", c.Live, c.Draining, c.RefusedActivations)
 	for slot, q := range c.Queues {
 		if !q.Active && q.State == abi.HQD_STATE_IDLE && q.Error == 0 {
 			continue
@@ -207,6 +211,21 @@ func (g gpuDiagnostics) render(r *report) {
 	r.line("overflows", "%d", h.Overflows)
 	r.line("wptr write-back errors", "%d", h.WritebackErrors)
 	r.line("interrupts raised", "%d (%d pushes waited for room)", h.Raised, h.Stalls)
+}
+
+// engineNames renders a CP_ENGINE_RESET mask.
+func engineNames(mask uint32) string {
+	var n []string
+	if mask&abi.REG_CP_ENGINE_RESET__GFX_MASK != 0 {
+		n = append(n, "GFX")
+	}
+	if mask&abi.REG_CP_ENGINE_RESET__COMPUTE_MASK != 0 {
+		n = append(n, "COMPUTE")
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
 }
 
 // slotName says what a queue slot is: the graphics queue or a compute pipe/queue.

@@ -37,6 +37,7 @@ func (d *Device) newGPU() {
 		Registers:  registerPort{d},
 		Interrupts: interruptPort{g.ih},
 		Log:        d.log.With("part", "cp"),
+		Limiter:    d.rl,
 	})
 	// Engine writes can satisfy a parked WAIT_REG_MEM: tell the CP to re-check.
 	g.mmu.SetOnWrite(g.cp.Wake)

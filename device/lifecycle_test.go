@@ -13,15 +13,15 @@ import (
 
 // Layout of the life-cycle tests' GPU objects in VRAM (offsets), and where guest memory goes.
 const (
-	ltRing     = 0x10000 // 64-dword ring
-	ltRptr     = 0x11000
+	ltRing     = 0x10000 // 1024-dword ring
+	ltRptr     = 0x12000
 	ltGART     = 0x20000
 	ltFence    = 0x30000
 	ltIOVA     = 0x1_0000_0000
 	ltGART0    = 0x0000_0100_0000_0000 // GPU address of the GART aperture
 	ltGuest    = 1 << 16
 	ltSlot     = 1
-	ltRingDw   = 64
+	ltRingDw   = 1024
 	ltDoorbell = 3
 )
 
@@ -69,7 +69,7 @@ func attach(t *testing.T, dev *Device, fill byte, uc bool) *driver {
 	}
 	end := uint64(ltGART0) + pages*abi.PTE_PAGE_SIZE - 1
 	for _, w := range [][2]uint32{
-		{abi.REG_GMC_GART_START_LO, uint32(ltGART0)}, {abi.REG_GMC_GART_START_HI, uint32(ltGART0 >> 32)},
+		{abi.REG_GMC_GART_START_LO, uint32(ltGART0 & 0xffffffff)}, {abi.REG_GMC_GART_START_HI, uint32(ltGART0 >> 32)},
 		{abi.REG_GMC_GART_END_LO, uint32(end)}, {abi.REG_GMC_GART_END_HI, uint32(end >> 32)},
 		{abi.REG_GMC_GART_TABLE_LO, ltGART | abi.PDE_VALID_MASK}, {abi.REG_GMC_GART_TABLE_HI, 0},
 		{abi.REG_GMC_GART_CNTL, abi.REG_GMC_GART_CNTL__ENABLE_MASK},
@@ -94,7 +94,7 @@ func (d *driver) startQueue() {
 	ring, rptr := uint64(abi.GPU_FB_BASE+ltRing), uint64(abi.GPU_FB_BASE+ltRptr)
 	d.hqd(abi.REG_HQD_PQ_BASE_LO, uint32(ring))
 	d.hqd(abi.REG_HQD_PQ_BASE_HI, uint32(ring>>32))
-	d.hqd(abi.REG_HQD_PQ_CONTROL, 5) // 2^(5+1) = 64 dwords
+	d.hqd(abi.REG_HQD_PQ_CONTROL, 9) // 2^(9+1) = 1024 dwords
 	d.hqd(abi.REG_HQD_PQ_RPTR_REPORT_ADDR_LO, uint32(rptr))
 	d.hqd(abi.REG_HQD_PQ_RPTR_REPORT_ADDR_HI, uint32(rptr>>32))
 	d.hqd(abi.REG_HQD_PQ_DOORBELL_CONTROL, 2*ltDoorbell<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT|
@@ -152,11 +152,13 @@ func TestDisconnectIsolatesClients(t *testing.T) {
 	t.Run("first client", func(t *testing.T) {
 		d := attach(t, dev, 0xFF, false)
 		d.startQueue()
-		// Dirty L2 lines: 4 KiB written through the cache, never written back.
-		for off := uint64(0x1000); off < 0x2000; off += 64 {
-			d.submit(cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: ltGART0 + off, Data: make16(0xBAD0BAD0)}.Encode())
+		// Dirty L2 lines: 16 lines written through the cache, never written back.
+		for off := uint64(0x1000); off < 0x1800; off += 128 {
+			d.submit(cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: ltGART0 + off, Data: line(0xBAD0BAD0)}.Encode())
 		}
-		d.submit(cptest.Fence(abi.GPU_FB_BASE+ltFence, 1, 1, false))
+		// A fence without its GL2 write-back: the lines stay dirty.
+		d.submit(cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32,
+			Addr: abi.GPU_FB_BASE + ltFence, Data: 1}.Encode())
 		eventually(t, "fence 1", func() bool { return d.fence() == 1 })
 		if n := d.r.reg(abi.REG_L2_DIRTY_LINES); n == 0 {
 			t.Fatal("no dirty L2 lines to test with")
@@ -199,8 +201,9 @@ func TestDisconnectIsolatesClients(t *testing.T) {
 	}
 }
 
-func make16(v uint32) []uint32 {
-	out := make([]uint32, 16)
+// line is one L2 line of dwords v.
+func line(v uint32) []uint32 {
+	out := make([]uint32, 32)
 	for i := range out {
 		out[i] = v
 	}
@@ -235,6 +238,7 @@ func TestResetsStopEngines(t *testing.T) {
 				return d.hqdRead(abi.REG_HQD_STATUS)&abi.REG_HQD_STATUS__STATE_MASK == abi.HQD_STATE_WAITING
 			})
 			tc.reset(d)
+			d.r.enable(false) // memory decoding back on to read the registers; Bus Master stays off
 			if a := d.hqdRead(abi.REG_HQD_ACTIVE); a != 0 {
 				t.Fatalf("HQD_ACTIVE %d right after the reset returned", a)
 			}
