@@ -301,6 +301,13 @@ func TestDoorbellTrap(t *testing.T) {
 	if err := d.Write(0x4000-4, b); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("write past the end = %v, want EINVAL", err)
 	}
+	d.Reset()
+	if err := d.Read(3*8, b); err != nil || binary.LittleEndian.Uint64(b) != 0 {
+		t.Errorf("doorbell 3 after Reset = %x, %v; want 0", b, err)
+	}
+	if got := log.snapshot(); len(got) != len(want) {
+		t.Errorf("Reset rang %x", got[len(want):])
+	}
 }
 
 func TestDoorbellPoll(t *testing.T) {
@@ -332,6 +339,145 @@ func TestDoorbellPoll(t *testing.T) {
 	}
 	if got := log.snapshot(); len(got) != 2 || got[1] != [2]uint64{511, 43} {
 		t.Fatalf("rings = %v, want a second ring with 43", got)
+	}
+}
+
+// mapDoorbells maps a poll-mode aperture as QEMU does for the guest.
+func mapDoorbells(t *testing.T, d *Doorbells) []byte {
+	t.Helper()
+	m, err := unix.Mmap(int(d.File().Fd()), 0, int(d.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	return m
+}
+
+// settle waits until the poller has finished two whole scans that started after the call: what
+// was in the page before settle has been seen by then.
+func settle(t *testing.T, d *Doorbells) {
+	t.Helper()
+	target := d.scans.Load() + 2
+	d.kick()
+	for deadline := time.Now().Add(5 * time.Second); d.scans.Load() < target; time.Sleep(50 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the poller did not scan")
+		}
+	}
+}
+
+// TestDoorbellPollReset: after Reset the poller compares against the zeroed page. Before the
+// fix its last-seen values survived Reset: the zeroing rang every used doorbell with 0, and a
+// post-reset ring with the pre-reset value was never seen.
+func TestDoorbellPollReset(t *testing.T) {
+	tests := []struct {
+		name        string
+		before      map[int]uint64 // rung before Reset
+		after       map[int]uint64 // rung after Reset
+		wantOnReset [][2]uint64
+	}{
+		{"same value again", map[int]uint64{7: 42}, map[int]uint64{7: 42}, nil},
+		{"new value", map[int]uint64{7: 42}, map[int]uint64{7: 43}, nil},
+		{"other doorbells stay quiet", map[int]uint64{7: 42, 300: 1 << 40}, map[int]uint64{300: 1 << 40}, nil},
+		{"nothing rung after", map[int]uint64{2047: 9}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var log ringLog
+			d, err := NewDoorbells(DoorbellPoll, 0x4000, log.ring)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			m := mapDoorbells(t, d)
+			for i, v := range tc.before {
+				binary.LittleEndian.PutUint64(m[8*i:], v)
+			}
+			settle(t, d)
+			if got := len(log.snapshot()); got != len(tc.before) {
+				t.Fatalf("rings before Reset = %v, want %d", log.snapshot(), len(tc.before))
+			}
+			n0 := len(log.snapshot())
+			d.Reset()
+			settle(t, d)
+			if got := log.snapshot()[n0:]; len(got) != 0 {
+				t.Errorf("Reset rang %x", got)
+			}
+			for i, v := range tc.after {
+				binary.LittleEndian.PutUint64(m[8*i:], v)
+			}
+			settle(t, d)
+			got := log.snapshot()[n0:]
+			if len(got) != len(tc.after) {
+				t.Fatalf("rings after Reset = %x, want %v", got, tc.after)
+			}
+			for _, r := range got {
+				if v, ok := tc.after[int(r[0])]; !ok || v != r[1] {
+					t.Errorf("ring after Reset %x, want one of %v", r, tc.after)
+				}
+			}
+			for i := range tc.before {
+				if b := m[8*i : 8*i+8]; tc.after[i] == 0 && binary.LittleEndian.Uint64(b) != 0 {
+					t.Errorf("doorbell %d = %x after Reset, want 0", i, b)
+				}
+			}
+		})
+	}
+}
+
+// TestDoorbellPollResetRace resets while the guest rings (run with -race): the poller never
+// invents a ring with value 0 (the guest never writes 0), and once the resets stop, every
+// doorbell's last value is rung.
+func TestDoorbellPollResetRace(t *testing.T) {
+	var log ringLog
+	d, err := NewDoorbells(DoorbellPoll, 0x4000, log.ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m := mapDoorbells(t, d)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the guest
+		defer wg.Done()
+		for v := uint64(1); ; v++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			binary.LittleEndian.PutUint64(m[8*int(v%16):], v)
+		}
+	}()
+	for range 200 {
+		d.Reset() // the vfio-user worker
+		time.Sleep(20 * time.Microsecond)
+	}
+	close(stop)
+	wg.Wait()
+	d.Reset()
+	settle(t, d)
+	n0 := len(log.snapshot())
+	for i := range 16 {
+		binary.LittleEndian.PutUint64(m[8*i:], 1<<32|uint64(i))
+	}
+	settle(t, d)
+	all := log.snapshot()
+	for _, r := range all {
+		if r[1] == 0 {
+			t.Fatalf("doorbell %d rang with 0", r[0])
+		}
+	}
+	final := map[uint64]bool{}
+	for _, r := range all[n0:] {
+		if r[1] != 1<<32|r[0] {
+			t.Errorf("ring %x after the last Reset, want only the final values", r)
+		}
+		final[r[0]] = true
+	}
+	if len(final) != 16 {
+		t.Errorf("final values rung on %d doorbells, want 16", len(final))
 	}
 }
 

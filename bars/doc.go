@@ -22,5 +22,7 @@
 //
 // Threading: RegisterFile handlers run on the caller's goroutine (the vfio-user worker).
 // VRAM's byte slice may be used from any goroutine; Doorbells' ring callback runs on the
-// caller's goroutine in trap mode and on the poller goroutine in poll mode.
+// caller's goroutine in trap mode and on the poller goroutine in poll mode. Doorbells.Reset runs
+// on the vfio-user worker and never waits for the poller; the poller notices the reset through a
+// generation count and compares against the zeroed page from then on (see scan).
 package bars
