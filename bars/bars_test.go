@@ -1,8 +1,10 @@
 package bars
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"vgpu/ratelog"
 )
 
 func TestRegisterFileClaims(t *testing.T) {
@@ -113,6 +117,9 @@ func TestRegisterFileMisshapen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logBuf bytes.Buffer
+	lim := ratelog.New(slog.New(slog.NewTextHandler(&logBuf, nil)), time.Hour, 5)
+	f.SetLimiter(lim)
 	for i := range regs {
 		regs[i] = 0x1000 + uint32(i)
 	}
@@ -152,6 +159,13 @@ func TestRegisterFileMisshapen(t *testing.T) {
 	}
 	if _, bad := f.Diagnostics(); bad != uint64(2*len(tests)) {
 		t.Errorf("a decoded access was counted as misshapen")
+	}
+	// The log says what happened, within the limiter's budget; the count says how often.
+	if lines := bytes.Count(logBuf.Bytes(), []byte("\n")); lines != 5 || !bytes.Contains(logBuf.Bytes(), []byte("offset=0x24 bytes=8")) {
+		t.Errorf("%d log lines, want 5 naming the first access:\n%s", lines, logBuf.String())
+	}
+	if c := lim.Counts(); len(c) != 1 || c[0].Logged != 5 || c[0].Suppressed != uint64(2*len(tests)-5) {
+		t.Errorf("limiter counts = %+v", c)
 	}
 }
 

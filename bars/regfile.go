@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // Claim hands a dword-aligned register range to one owner. Offsets passed to the handlers are
@@ -23,6 +26,8 @@ type RegisterFile struct {
 	size   uint32
 	claims []Claim
 	owner  []uint16 // per dword: claim index + 1, 0 = unclaimed
+
+	limit atomic.Pointer[ratelog.Limiter] // nil: no log lines (counts only)
 
 	mu        sync.Mutex
 	unclaimed map[uint32]uint64 // byte offset → access count
@@ -61,6 +66,14 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 
 // Size is the BAR size in bytes.
 func (f *RegisterFile) Size() uint32 { return f.size }
+
+// logKeyMisshapen is the ratelog key of the misshapen-access line.
+const logKeyMisshapen = "regs.misshapen_access"
+
+// SetLimiter makes misshapen accesses log a line (offset and size) through l, rate-limited; the
+// count in Diagnostics is kept either way. Without a limiter (nil, the default) nothing is
+// logged. Safe at any time.
+func (f *RegisterFile) SetLimiter(l *ratelog.Limiter) { f.limit.Store(l) }
 
 // Read serves a trapped read. Registers are 32 bits wide; a qword-aligned 8-byte read returns
 // two consecutive registers (low first), as a 64-bit CPU load would. Any other shape reads
@@ -103,6 +116,10 @@ func (f *RegisterFile) shapeOK(off uint64, p []byte) bool {
 	f.mu.Lock()
 	f.misshapen++
 	f.mu.Unlock()
+	if l := f.limit.Load(); l != nil {
+		l.Warn(logKeyMisshapen, "register access of a shape the BAR does not decode: reads all-ones, writes dropped",
+			"offset", fmt.Sprintf("%#x", off), "bytes", len(p))
+	}
 	return false
 }
 

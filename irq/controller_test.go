@@ -1,8 +1,10 @@
 package irq
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"reflect"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"vgpu/ratelog"
 )
 
 const nVectors = 16
@@ -866,6 +870,46 @@ func TestSignalOutsideTheLock(t *testing.T) {
 				t.Errorf("Dropped = %d", st.Dropped)
 			}
 		})
+	}
+}
+
+// TestGuestTriggeredLogsAreLimited: what a guest or client can repeat at will is logged within
+// the limiter's budget and counted in full.
+func TestGuestTriggeredLogsAreLimited(t *testing.T) {
+	var logBuf bytes.Buffer
+	lim := ratelog.New(slog.New(slog.NewTextHandler(&logBuf, nil)), time.Hour, 2)
+	e := newEnv(t, nVectors)
+	e.c.SetLimiter(lim)
+	set(assignFds, IndexMSIX, 0, 1, "full")(e)
+	var max [8]byte
+	binary.LittleEndian.PutUint64(max[:], math.MaxUint64-1)
+	if _, err := e.fds["full"].peek.Write(max[:]); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	for range n {
+		e.c.TriggerMSIX(nVectors + 3)                                         // no such vector
+		e.c.SetTableMask(-1, false)                                           // no such vector
+		e.c.Set(Request{Flags: assignFds | 1<<7, Index: IndexMSIX, Count: 1}) // refused
+		e.c.TriggerMSIX(0)                                                    // saturated
+		e.c.Set(Request{Flags: disable, Index: IndexErr, Count: 1})           // no ERR eventfd
+	}
+	st := e.c.Stats()
+	if st.NoVector != 2*n || st.Refused != n || st.Saturated != n || st.Dropped != n {
+		t.Errorf("unexpected Stats %+v", st)
+	}
+	want := map[string]uint64{logKeyNoVector: 2*n - 2, logKeyRefused: n - 2, logKeySaturated: n - 2, logKeyNoErrFd: n - 2}
+	for _, c := range lim.Counts() {
+		if c.Logged != 2 || c.Suppressed != want[c.Key] {
+			t.Errorf("limiter %s: logged %d suppressed %d, want 2 and %d", c.Key, c.Logged, c.Suppressed, want[c.Key])
+		}
+		delete(want, c.Key)
+	}
+	if len(want) != 0 {
+		t.Errorf("keys never logged: %v", want)
+	}
+	if lines := bytes.Count(logBuf.Bytes(), []byte("\n")); lines != 8 {
+		t.Errorf("%d log lines, want 8:\n%s", lines, logBuf.String())
 	}
 }
 
