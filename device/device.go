@@ -112,7 +112,9 @@ func New(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d.mem = dma.NewSpace(d.log.With("part", "dma"))
+	d.mem.SetLimiter(d.rl)
 	d.irqs = irq.New(cfg.MSIXVectors, d.log.With("part", "irq"))
+	d.irqs.SetLimiter(d.rl)
 	d.msixTable = make([]byte, 16*cfg.MSIXVectors)
 	d.selftest.init(d)
 	d.newGPU()
@@ -300,7 +302,7 @@ func (d *Device) Connected(p vfiouser.Peer) {
 // space otherwise) and VRAM stay for the next client (see lifecycle.go).
 func (d *Device) Disconnected() {
 	d.stats.disconnects.Add(1)
-	d.log.Info("client gone: engines stopped, device cut off from guest memory", "reason", string(eventDisconnect))
+	d.rl.Info("lifecycle-disconnect", "client gone: engines stopped, device cut off from guest memory", "reason", string(eventDisconnect))
 	d.stopEngines(eventDisconnect)
 	d.dropClientMemory()
 	d.mem.SetTransport(nil)
@@ -332,7 +334,7 @@ const pcieCommandBusMaster = 1 << 2
 // system_reset.
 func (d *Device) Reset() error {
 	d.stats.resets.Add(1)
-	d.log.Info("device reset", "reason", string(eventDeviceReset))
+	d.rl.Info("lifecycle-reset", "device reset", "reason", string(eventDeviceReset))
 	d.stopEngines(eventDeviceReset)
 	d.config.Reset()
 	d.snapshotConfig()
@@ -351,7 +353,7 @@ func (d *Device) snapshotConfig() {
 // (so Bus Master is off there; stopEngines cuts dma off to match).
 func (d *Device) flr() {
 	d.stats.flrs.Add(1)
-	d.log.Info("device reset", "reason", string(eventFLR))
+	d.rl.Info("lifecycle-flr", "device reset", "reason", string(eventFLR))
 	d.stopEngines(eventFLR)
 	d.resetState()
 }

@@ -30,8 +30,11 @@ func (d *Device) newGPU() {
 	g := &d.gpu
 	back := physBacking{d}
 	g.cache = l2.New(back, d.log.With("part", "l2"))
+	g.cache.SetLimiter(d.rl)
 	g.mmu = gpummu.New(g.cache, back, d.cfg.VRAMSize, d.log.With("part", "gpummu"))
+	g.mmu.SetLimiter(d.rl)
 	g.ih = irq.NewIH(ihMemory{g.mmu}, d.raiseVector, d.log.With("part", "ih"))
+	g.ih.SetLimiter(d.rl)
 	g.cp = cp.New(cp.Config{
 		Memory:     engineMemory{g.mmu},
 		Registers:  registerPort{d},

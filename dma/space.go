@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // MessageTransport reaches guest memory through the client (DMA_READ/DMA_WRITE messages).
@@ -53,6 +55,9 @@ type region struct {
 // and unmap contract.
 type Space struct {
 	log *slog.Logger
+	// rl rate-limits the log lines a client can trigger at will (odd mappings by the
+	// thousand).
+	rl *ratelog.Limiter
 
 	// mu: the write lock is held to change the table (Map, Unmap, UnmapAll, SetBusMaster,
 	// SetTransport); accesses hold the read lock while they copy through mmap, so taking the
@@ -81,8 +86,11 @@ func NewSpace(log *slog.Logger) *Space {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Space{log: log, backings: make(map[fileKey]*backing)}
+	return &Space{log: log, rl: ratelog.New(log, 0, 0), backings: make(map[fileKey]*backing)}
 }
+
+// SetLimiter makes client-triggered log lines go through l; call it before the Space is used.
+func (s *Space) SetLimiter(l *ratelog.Limiter) { s.rl = l }
 
 // lastByte returns the inclusive end of [start, start+size) for size > 0, and false when the
 // range runs past 2^64.
@@ -132,7 +140,7 @@ func (s *Space) Map(m Mapping) error {
 		var err error
 		fi, err = statFile(f)
 		if err != nil {
-			s.log.Warn("dma: backing fd unusable, serving the mapping through messages",
+			s.rl.Warn("dma-fd-unusable", "dma: backing fd unusable, serving the mapping through messages",
 				"iova", m.IOVA, "size", m.Size, "err", err)
 			f.Close()
 			f = nil
@@ -161,7 +169,7 @@ func (s *Space) Map(m Mapping) error {
 		nr.back = s.acquire(fi, f, m.Offset+m.Size, m.Write)
 	}
 	if n := s.removeLocked(m.IOVA, last); n > 0 {
-		s.log.Info("dma: map replaced overlapping mappings",
+		s.rl.Info("dma-map-replaced", "dma: map replaced overlapping mappings",
 			"iova", m.IOVA, "size", m.Size, "replaced", n)
 	}
 	s.regions = slices.Insert(s.regions, s.search(m.IOVA), nr)
@@ -224,7 +232,7 @@ func (s *Space) removeLocked(lo, hi uint64) int {
 		if len(s.regions)-(end-first)+len(keep)+1 > MaxMappings {
 			// Splitting one mapping in two would exceed the bound. An unmap must never fail,
 			// so give up the right-hand remainder: accesses there fault instead.
-			s.log.Error("dma: mapping table full, dropping the remainder of a split mapping",
+			s.rl.Log(slog.LevelError, "dma-table-full", "dma: mapping table full, dropping the remainder of a split mapping",
 				"iova", right.iova, "last", right.last)
 		} else {
 			keep = append(keep, &right)
