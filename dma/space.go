@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -74,6 +75,9 @@ type Space struct {
 	// (which runs without the lock) checks it before each message, so one that began before a
 	// cut-off sends nothing after it.
 	revocations atomic.Uint64
+	// cut is closed at each revocation (and replaced): a message access waiting for the
+	// client's answer gives up at once, so a cut-off never waits on the client.
+	cut chan struct{}
 
 	// duringCopy, when set (tests only), runs under the read lock just before an access copies
 	// through mmap.
@@ -86,7 +90,15 @@ func NewSpace(log *slog.Logger) *Space {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Space{log: log, rl: ratelog.New(log, 0, 0), backings: make(map[fileKey]*backing)}
+	return &Space{log: log, rl: ratelog.New(log, 0, 0), backings: make(map[fileKey]*backing), cut: make(chan struct{})}
+}
+
+// revokeLocked is a cut-off (write lock held): accesses that began before it send no further
+// message, and those waiting for an answer return.
+func (s *Space) revokeLocked() {
+	s.revocations.Add(1)
+	close(s.cut)
+	s.cut = make(chan struct{})
 }
 
 // SetLimiter makes client-triggered log lines go through l; call it before the Space is used.
@@ -277,14 +289,14 @@ func (s *Space) UnmapAll() {
 		s.release(r.back)
 	}
 	s.regions = nil
-	s.revocations.Add(1)
+	s.revokeLocked()
 }
 
 // SetTransport sets the client used for message DMA; nil on disconnect.
 func (s *Space) SetTransport(t MessageTransport) {
 	s.mu.Lock()
 	s.transport = t
-	s.revocations.Add(1)
+	s.revokeLocked()
 	s.mu.Unlock()
 }
 
@@ -295,7 +307,7 @@ func (s *Space) SetBusMaster(on bool) {
 	s.mu.Lock()
 	s.busMaster = on
 	if !on {
-		s.revocations.Add(1)
+		s.revokeLocked()
 	}
 	s.mu.Unlock()
 }
@@ -406,7 +418,7 @@ func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 		addr = end + 1 // wraps only after the last piece
 	}
 	t := s.transport
-	epoch := s.revocations.Load()
+	epoch, cut := s.revocations.Load(), s.cut
 	s.mu.RUnlock()
 	if !viaMsg {
 		return nil
@@ -421,18 +433,43 @@ func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 		if s.revocations.Load() != epoch {
 			return s.fault(iova, p, write, g.iova, "device cut off from memory while the access was in flight", ErrRevoked)
 		}
-		var err error
-		if write {
-			err = t.DMAWrite(g.iova, p[g.from:g.to])
-		} else {
-			err = t.DMARead(g.iova, p[g.from:g.to])
-		}
-		if err != nil {
+		if err := s.message(t, cut, g.iova, p[g.from:g.to], write); err != nil {
+			if errors.Is(err, ErrRevoked) {
+				return s.fault(iova, p, write, g.iova, "device cut off from memory while waiting for the client", err)
+			}
 			return s.fault(iova, p, write, g.iova, "message DMA failed", err)
 		}
 		s.bytesMsg.Add(uint64(g.to - g.from))
 	}
 	return nil
+}
+
+// message does one DMA_READ/DMA_WRITE through the client, giving up when cut closes (a
+// cut-off): the request then finishes on its own goroutine with private buffers, and its
+// answer is dropped, so the caller's p is never touched after this returns. The extra
+// goroutine and copy cost little beside the client round trip they accompany.
+func (s *Space) message(t MessageTransport, cut chan struct{}, iova uint64, p []byte, write bool) error {
+	buf := make([]byte, len(p))
+	if write {
+		copy(buf, p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if write {
+			done <- t.DMAWrite(iova, buf)
+		} else {
+			done <- t.DMARead(iova, buf)
+		}
+	}()
+	select {
+	case err := <-done:
+		if err == nil && !write {
+			copy(p, buf)
+		}
+		return err
+	case <-cut:
+		return ErrRevoked
+	}
 }
 
 func (s *Space) fault(iova uint64, p []byte, write bool, at uint64, reason string, err error) error {
