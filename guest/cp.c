@@ -5,8 +5,10 @@
 
 #include <linux/bitfield.h>
 #include <linux/bitmap.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
+#include <linux/jiffies.h>
 #include <linux/list.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -20,13 +22,39 @@ static void vgpu_gart_flush(struct vgpu_cp *cp)
 	vgpu_wr(cp->vg, VGPU_REG_GMC_VM_INVALIDATE, BIT(0));
 }
 
-/* Writes back and invalidates the whole L2 over MMIO. */
-void vgpu_l2_flush(struct vgpu_cp *cp)
+/*
+ * Writes back and invalidates the whole L2 over MMIO and waits until that is done: the
+ * L2_CONTROL write only starts it, L2_STATUS.BUSY says when it has finished (a device whose
+ * maintenance is synchronous reads 0 there). A flush still busy after timeout_ms may write
+ * into memory later, so the CP state is wedged (nothing is freed under it). L2_STATUS.ERROR
+ * (dirty lines dropped because their write-back failed) is -EIO.
+ */
+int vgpu_l2_flush(struct vt_case *t, struct vgpu_cp *cp)
 {
-	vgpu_wr(cp->vg, VGPU_REG_L2_CONTROL,
+	struct vgpu *vg = cp->vg;
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	u32 st;
+
+	vgpu_wr(vg, VGPU_REG_L2_CONTROL,
 		VGPU_REG_L2_CONTROL__WB_MASK | VGPU_REG_L2_CONTROL__INV_MASK);
-	/* A read orders the (posted) write before whatever comes next. */
-	vgpu_rd(cp->vg, VGPU_REG_L2_DIRTY_LINES);
+	/* Each read also orders the (posted) write before whatever comes next. */
+	for (;;) {
+		st = vgpu_rd(vg, VGPU_REG_L2_STATUS);
+		if (!(st & VGPU_REG_L2_STATUS__BUSY_MASK))
+			break;
+		if (time_after(jiffies, deadline)) {
+			cp->wedged = true;
+			return vt_reason(t, -ETIMEDOUT,
+					 "L2_STATUS %#x: write-back and invalidate still BUSY %u ms after L2_CONTROL (%u dirty lines)",
+					 st, timeout_ms, vgpu_rd(vg, VGPU_REG_L2_DIRTY_LINES));
+		}
+		usleep_range(10, 20);
+	}
+	if (st & VGPU_REG_L2_STATUS__ERROR_MASK)
+		return vt_reason(t, -EIO,
+				 "L2_STATUS.ERROR after L2_CONTROL: dirty lines dropped (L2_WB_ERRORS %u)",
+				 vgpu_rd(vg, VGPU_REG_L2_WB_ERRORS));
+	return 0;
 }
 
 /* A zeroed coherent buffer of size bytes mapped into the GART, MTYPE NC if cached else UC. */
@@ -89,8 +117,8 @@ void vgpu_bo_free(struct vgpu_cp *cp, struct vgpu_bo *bo)
 		return;
 	n = bo->size / VT_GPU_PAGE;
 	/* No dirty line of it may be written back into memory that is no longer ours. */
-	if (bo->cached)
-		vgpu_l2_flush(cp);
+	if (bo->cached && vgpu_l2_flush(NULL, cp) == -ETIMEDOUT)
+		return;		/* wedged: the write-back may still reach it */
 	for (i = 0; i < n; i++)
 		cp->gart[bo->first + i] = 0;
 	vgpu_gart_flush(cp);
@@ -166,9 +194,17 @@ static int vgpu_cp_init(struct vt_case *t)
 	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, VGPU_REG_GMC_GART_CNTL__ENABLE_MASK);
 	vgpu_gart_flush(cp);
 	vgpu_wr(vg, VGPU_REG_GMC_VM_FAULT_CNTL, VGPU_REG_GMC_VM_FAULT_CNTL__CLEAR_MASK);
-	/* Nothing an earlier driver left in the L2 may reach our memory or our reads. */
+	/*
+	 * Nothing an earlier driver left in the L2 may reach our memory or our reads. Lines it
+	 * left for memory that is gone are dropped (L2_STATUS.ERROR): that is not our failure.
+	 */
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
-	vgpu_l2_flush(cp);
+	if (vgpu_l2_flush(t, cp) == -ETIMEDOUT) {
+		/* It may still write back: leak the table rather than free it under the device. */
+		vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, 0);
+		dev_warn(dev, "L2 flush did not finish: leaking the GART table\n");
+		return -ETIMEDOUT;
+	}
 
 	cp->wb = vgpu_bo_alloc(t, cp, VT_WB_BYTES, false);
 	if (!cp->wb) {
@@ -243,7 +279,7 @@ void vgpu_cp_stop(struct vgpu *vg)
 	spin_unlock_irq(&cp->ih.lock);
 	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, 0);
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
-	vgpu_l2_flush(cp);
+	vgpu_l2_flush(NULL, cp);
 	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, 0);
 	vgpu_wr64(vg, VGPU_REG_GMC_GART_TABLE_LO, VGPU_REG_GMC_GART_TABLE_HI, 0);
 	vgpu_gart_flush(cp);
@@ -260,7 +296,7 @@ void vgpu_cp_free(struct vgpu *vg)
 		return;
 	vg->cp = NULL;
 	if (cp->wedged) {
-		dev_warn(dev, "a queue did not stop: leaking the GART, IH and ring memory rather than freeing memory the device may use\n");
+		dev_warn(dev, "the device did not stop (a queue or an L2 write-back): leaking the GART, IH and ring memory rather than freeing memory it may use\n");
 		return;
 	}
 	list_for_each_entry_safe(bo, tmp, &cp->bos, node) {
@@ -282,6 +318,6 @@ enum vt_res vt_cp_unavailable(struct vt_case *t, const char *const *names,
 enum vt_res vt_cp_end(struct vt_case *t, struct vgpu_cp *cp)
 {
 	if (cp->wedged)
-		return vt_fail(t, "a queue did not stop (its memory is leaked): %s", t->err);
+		return vt_fail(t, "the device may still use CP memory (it is leaked): %s", t->err);
 	return VT_PASS;
 }

@@ -163,7 +163,7 @@ static inline unsigned int vt_compute_slot(struct vgpu_cp *cp, unsigned int pipe
 
 /* ---- cp.c: set-up and tear-down, GART, buffers ---- */
 
-void vgpu_l2_flush(struct vgpu_cp *cp);
+int vgpu_l2_flush(struct vt_case *t, struct vgpu_cp *cp);
 struct vgpu_bo *vgpu_bo_alloc(struct vt_case *t, struct vgpu_cp *cp, size_t size,
 			      bool cached);
 void vgpu_bo_free(struct vgpu_cp *cp, struct vgpu_bo *bo);

@@ -44,6 +44,7 @@ enum vt_res t_dma_data(struct vt_case *t)
 	u32 p[32], n, i, pattern, stale, dirty, g1, g2, *buf = NULL;
 	u64 off, fb;
 	char why[VT_WHY_LEN];
+	enum vt_res res = VT_PASS;
 	struct vgpu_cp *cp;
 	int ret;
 
@@ -181,13 +182,14 @@ enum vt_res t_dma_data(struct vt_case *t)
 		 stale, dirty, vgpu_rd(vg, VGPU_REG_L2_LAST_EVENT),
 		 vgpu_rd64(vg, VGPU_REG_L2_LAST_ADDR_LO, VGPU_REG_L2_LAST_ADDR_HI));
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
-	vgpu_l2_flush(cp);
+	if (vgpu_l2_flush(t, cp))
+		res = vt_fail(t, "the L2 flush after the case: %s", t->err);
 out:
 	vgpu_ring_destroy(t, r);
 	vgpu_bo_free(cp, dst);
 	vgpu_bo_free(cp, src);
 	kfree(buf);
-	return vt_cp_end(t, cp);
+	return vt_cp_end(t, cp) == VT_PASS ? res : VT_FAIL;
 }
 
 /* Copies VT_CACHE_BYTES through the L2 (DMA_DATA, LRU), optionally invalidating first. */
@@ -238,6 +240,7 @@ enum vt_res t_cache(struct vt_case *t)
 	struct vgpu *vg = t->vg;
 	struct vgpu_ring *r = NULL;
 	struct vgpu_bo *nc;
+	enum vt_res res = VT_PASS;
 	struct vgpu_cp *cp;
 	u64 addr, a2;
 	bool ok, pre;
@@ -341,9 +344,10 @@ enum vt_res t_cache(struct vt_case *t)
 		 ret ? t->err : "a fence with GL2_WB", v);
 
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
-	vgpu_l2_flush(cp);
+	if (vgpu_l2_flush(t, cp))
+		res = vt_fail(t, "the L2 flush after the case: %s", t->err);
 out:
 	vgpu_ring_destroy(t, r);
 	vgpu_bo_free(cp, nc);
-	return vt_cp_end(t, cp);
+	return vt_cp_end(t, cp) == VT_PASS ? res : VT_FAIL;
 }
