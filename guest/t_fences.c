@@ -21,12 +21,33 @@
 #define VT_FENCE_IRQ_EVERY	4	/* every 4th fence (and its last) interrupts */
 #define VT_FENCE_KICK_EVERY	8	/* doorbell every 8 jobs of a queue */
 #define VT_LAT_SAMPLES		200
+#define VT_REG_SAMPLES		1000	/* register reads of the baseline */
 
 static int vt_cmp_u64(const void *a, const void *b)
 {
 	u64 x = *(const u64 *)a, y = *(const u64 *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/*
+ * The baseline the fence latency is quoted beside, measured in the same boot: the round trip
+ * of a trapped register read (ID_MAGIC: read-only, no side effect), each read timed alone.
+ */
+static int vgpu_reg_read_latency(struct vt_case *t, struct vgpu *vg, u64 *lat, unsigned int n)
+{
+	unsigned int i;
+	ktime_t t0;
+	u32 v;
+
+	for (i = 0; i < n; i++) {
+		t0 = ktime_get();
+		v = vgpu_rd(vg, VGPU_REG_ID_MAGIC);
+		lat[i] = ktime_to_ns(ktime_sub(ktime_get(), t0));
+		if (v != VGPU_ID_MAGIC_VALUE)
+			return vt_reason(t, -EIO, "read %u of ID_MAGIC returned %#010x", i, v);
+	}
+	return 0;
 }
 
 /* Single interrupting fences on r: doorbell -> the IH handler decoding the EOP IV. */
@@ -66,7 +87,8 @@ static int vgpu_fence_latency(struct vt_case *t, struct vgpu_ring *r, u64 *lat, 
 enum vt_res t_fences(struct vt_case *t)
 {
 	static const char *const names[] = {
-		"queue_0", "queue_1", "queue_2", "queue_3", "no_lost_interrupts", "latency",
+		"queue_0", "queue_1", "queue_2", "queue_3", "no_lost_interrupts",
+		"reg_read_baseline", "latency",
 	};
 	struct vgpu_ring *r[VT_FENCE_QUEUES] = { };
 	u32 jobs[VT_FENCE_QUEUES] = { }, irqs[VT_FENCE_QUEUES] = { };
@@ -80,16 +102,17 @@ enum vt_res t_fences(struct vt_case *t)
 	struct vgpu_cp *cp;
 	ktime_t start;
 	bool last, irq;
-	int ret = 0;
+	int ret = 0, base;
 
-	BUILD_BUG_ON(ARRAY_SIZE(names) != VT_FENCE_QUEUES + 2);
+	BUILD_BUG_ON(ARRAY_SIZE(names) != VT_FENCE_QUEUES + 3);
+	BUILD_BUG_ON(VT_REG_SAMPLES < VT_LAT_SAMPLES);
 	BUILD_BUG_ON(VT_FENCE_QUEUES % VGPU_CP_COMPUTE_PIPES);
 	vt_sub_begin(t, ARRAY_SIZE(names));
 	cp = vgpu_cp_get(t);
 	if (!cp)
 		return vt_cp_unavailable(t, names, ARRAY_SIZE(names));
 	scratch = vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false);
-	lat = kcalloc(VT_LAT_SAMPLES, sizeof(*lat), GFP_KERNEL);
+	lat = kcalloc(VT_REG_SAMPLES, sizeof(*lat), GFP_KERNEL);
 	if (!lat)
 		vt_reason(t, -ENOMEM, "out of memory");
 	for (i = 0; i < VT_FENCE_QUEUES && scratch && lat; i++) {
@@ -156,6 +179,8 @@ enum vt_res t_fences(struct vt_case *t)
 			total, div_u64(ns, NSEC_PER_MSEC),
 			div64_u64((u64)total * NSEC_PER_SEC, max_t(u64, ns, 1)), n,
 			atomic_read(&vg->vecs[VT_IH_VECTOR].count) - nvec0, VT_IH_VECTOR);
+		vt_note(t, "fence_jobs_per_s: %llu",
+			div64_u64((u64)total * NSEC_PER_SEC, max_t(u64, ns, 1)));
 	}
 
 	for (i = 0; i < VT_FENCE_QUEUES; i++) {
@@ -201,19 +226,29 @@ enum vt_res t_fences(struct vt_case *t)
 		 "IH_DROPPED +%u, IH ring overflows %u, IVs of no known source %u (last DW0 %#010x), VM fault IVs %u",
 		 v, k, n, READ_ONCE(cp->ih.unknown_dw0), j);
 
+	base = vgpu_reg_read_latency(t, vg, lat, VT_REG_SAMPLES);
+	if (!base) {
+		sort(lat, VT_REG_SAMPLES, sizeof(*lat), vt_cmp_u64, NULL);
+		vt_note(t, "reg_read_ns: median=%llu p99=%llu samples=%u", lat[VT_REG_SAMPLES / 2],
+			lat[VT_REG_SAMPLES * 99 / 100], VT_REG_SAMPLES);
+		vt_note(t, "reg_read: %u trapped reads of ID_MAGIC, each timed alone: min %llu ns, max %llu ns",
+			VT_REG_SAMPLES, lat[0], lat[VT_REG_SAMPLES - 1]);
+	}
+	vt_check(t, !base, names[5], "%s", t->err);
+
 	if (!ret)
 		ret = vgpu_fence_latency(t, r[0], lat, VT_LAT_SAMPLES);
 	if (!ret) {
 		sort(lat, VT_LAT_SAMPLES, sizeof(*lat), vt_cmp_u64, NULL);
-		vt_note(t, "fence_latency_us: median=%llu p99=%llu",
+		vt_note(t, "fence_latency_us: median=%llu p99=%llu samples=%u",
 			div_u64(lat[VT_LAT_SAMPLES / 2], NSEC_PER_USEC),
-			div_u64(lat[VT_LAT_SAMPLES * 99 / 100], NSEC_PER_USEC));
+			div_u64(lat[VT_LAT_SAMPLES * 99 / 100], NSEC_PER_USEC), VT_LAT_SAMPLES);
 		vt_note(t,
 			"fence_latency: %u single-fence submits on slot %u, doorbell to IH handler: min %llu us, max %llu us",
 			VT_LAT_SAMPLES, r[0]->slot, div_u64(lat[0], NSEC_PER_USEC),
 			div_u64(lat[VT_LAT_SAMPLES - 1], NSEC_PER_USEC));
 	}
-	vt_check(t, !ret, names[5], "%s", t->err);
+	vt_check(t, !ret, names[6], "%s", t->err);
 out:
 	for (i = 0; i < VT_FENCE_QUEUES; i++)
 		vgpu_ring_destroy(t, r[i]);
