@@ -28,4 +28,9 @@ enum vt_res t_semaphore(struct vt_case *t);
 enum vt_res t_dma_data(struct vt_case *t);
 enum vt_res t_cache(struct vt_case *t);
 
+/* t_hang.c */
+enum vt_res t_hang_queue_reset(struct vt_case *t);
+enum vt_res t_hang_engine_reset(struct vt_case *t);
+enum vt_res t_hang_flr(struct vt_case *t);
+
 #endif /* VT_CASES_H */

@@ -128,6 +128,23 @@ void vgpu_bo_free(struct vgpu_cp *cp, struct vgpu_bo *bo)
 	kfree(bo);
 }
 
+/* Programs the GART registers for the table: off while reprogrammed, then on, TLB flushed. */
+static void vgpu_gart_hw_init(struct vgpu_cp *cp)
+{
+	struct vgpu *vg = cp->vg;
+
+	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, 0);
+	vgpu_wr64(vg, VGPU_REG_GMC_GART_START_LO, VGPU_REG_GMC_GART_START_HI, cp->gart_start);
+	vgpu_wr64(vg, VGPU_REG_GMC_GART_END_LO, VGPU_REG_GMC_GART_END_HI,
+		  cp->gart_start + VT_GART_SIZE - 1);
+	vgpu_wr64(vg, VGPU_REG_GMC_GART_TABLE_LO, VGPU_REG_GMC_GART_TABLE_HI,
+		  (cp->gart_dma & VGPU_PTE_ADDRESS_MASK) | VGPU_PTE_VALID_MASK |
+		  VGPU_PTE_SYSTEM_MASK);
+	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, VGPU_REG_GMC_GART_CNTL__ENABLE_MASK);
+	vgpu_gart_flush(cp);
+	vgpu_wr(vg, VGPU_REG_GMC_VM_FAULT_CNTL, VGPU_REG_GMC_VM_FAULT_CNTL__CLEAR_MASK);
+}
+
 static int vgpu_cp_init(struct vt_case *t)
 {
 	struct vgpu *vg = t->vg;
@@ -184,16 +201,7 @@ static int vgpu_cp_init(struct vt_case *t)
 	}
 	memset(cp->gart, 0, VT_GART_PAGES * VGPU_PTE_BYTES);
 
-	/* Off while it is reprogrammed; then on, with every cached translation dropped. */
-	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, 0);
-	vgpu_wr64(vg, VGPU_REG_GMC_GART_START_LO, VGPU_REG_GMC_GART_START_HI, cp->gart_start);
-	vgpu_wr64(vg, VGPU_REG_GMC_GART_END_LO, VGPU_REG_GMC_GART_END_HI, end);
-	vgpu_wr64(vg, VGPU_REG_GMC_GART_TABLE_LO, VGPU_REG_GMC_GART_TABLE_HI,
-		  (cp->gart_dma & VGPU_PTE_ADDRESS_MASK) | VGPU_PTE_VALID_MASK |
-		  VGPU_PTE_SYSTEM_MASK);
-	vgpu_wr(vg, VGPU_REG_GMC_GART_CNTL, VGPU_REG_GMC_GART_CNTL__ENABLE_MASK);
-	vgpu_gart_flush(cp);
-	vgpu_wr(vg, VGPU_REG_GMC_VM_FAULT_CNTL, VGPU_REG_GMC_VM_FAULT_CNTL__CLEAR_MASK);
+	vgpu_gart_hw_init(cp);
 	/*
 	 * Nothing an earlier driver left in the L2 may reach our memory or our reads. Lines it
 	 * left for memory that is gone are dropped (L2_STATUS.ERROR): that is not our failure.
@@ -260,6 +268,29 @@ struct vgpu_cp *vgpu_cp_get(struct vt_case *t)
 	return vg->cp;
 }
 
+/*
+ * Before a reset of the whole function (FLR) while queues run: the IH vector's handler stops
+ * touching the ring and the registers (amdgpu disables its interrupt sources first).
+ */
+void vgpu_cp_suspend(struct vgpu_cp *cp)
+{
+	vgpu_ih_disable(cp);
+}
+
+/*
+ * After a reset returned every register to its power-on value: the GART, the L2 and the IH ring
+ * are programmed again with the memory the driver kept. Rings are restarted by their owners.
+ */
+int vgpu_cp_resume(struct vt_case *t, struct vgpu_cp *cp)
+{
+	vgpu_gart_hw_init(cp);
+	vgpu_wr(cp->vg, VGPU_REG_L2_CNTL, 0);
+	if (vgpu_l2_flush(t, cp) == -ETIMEDOUT)
+		return -ETIMEDOUT;
+	vgpu_ih_hw_init(cp);
+	return 0;
+}
+
 /* Quiesces the engines before remove clears bus mastering. */
 void vgpu_cp_stop(struct vgpu *vg)
 {
@@ -274,9 +305,7 @@ void vgpu_cp_stop(struct vgpu *vg)
 		else
 			vgpu_hqd_stop(NULL, cp, s);
 	}
-	spin_lock_irq(&cp->ih.lock);
-	cp->ih.enabled = false;
-	spin_unlock_irq(&cp->ih.lock);
+	vgpu_ih_disable(cp);
 	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, 0);
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
 	vgpu_l2_flush(NULL, cp);

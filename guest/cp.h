@@ -169,6 +169,8 @@ struct vgpu_bo *vgpu_bo_alloc(struct vt_case *t, struct vgpu_cp *cp, size_t size
 void vgpu_bo_free(struct vgpu_cp *cp, struct vgpu_bo *bo);
 struct vgpu_cp *vgpu_cp_get(struct vt_case *t);
 void vgpu_cp_stop(struct vgpu *vg);
+void vgpu_cp_suspend(struct vgpu_cp *cp);
+int vgpu_cp_resume(struct vt_case *t, struct vgpu_cp *cp);
 void vgpu_cp_free(struct vgpu *vg);
 enum vt_res vt_cp_unavailable(struct vt_case *t, const char *const *names,
 			      unsigned int count);
@@ -179,6 +181,8 @@ enum vt_res vt_cp_end(struct vt_case *t, struct vgpu_cp *cp);
 u32 vgpu_slot_ring_id(struct vgpu_cp *cp, unsigned int slot);
 void vgpu_ih_process(struct vgpu_cp *cp);
 int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp);
+void vgpu_ih_hw_init(struct vgpu_cp *cp);
+void vgpu_ih_disable(struct vgpu_cp *cp);
 void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot *out);
 
 /* ---- ring.c: HQD rings, submission, fences ---- */
@@ -202,9 +206,11 @@ void vgpu_ring_put(struct vgpu_ring *r, const u32 *p, unsigned int n);
 void vgpu_ring_commit(struct vgpu_ring *r);
 u32 vgpu_ring_fence_gcr(struct vgpu_ring *r, u32 gcr, bool irq);
 u32 vgpu_ring_fence(struct vgpu_ring *r, bool irq);
+void vgpu_ring_fence_again(struct vgpu_ring *r, u32 seq, bool irq);
 int vgpu_fence_wait(struct vt_case *t, struct vgpu_ring *r, u32 seq);
 int vgpu_eop_wait(struct vt_case *t, struct vgpu_ring *r, u32 count);
 int vgpu_err_wait(struct vt_case *t, struct vgpu_ring *r, u32 count);
 int vgpu_submit_wait(struct vt_case *t, struct vgpu_ring *r, const u32 *p, unsigned int n);
+int vgpu_ring_test(struct vt_case *t, struct vgpu_ring *r, bool mmio);
 
 #endif /* VT_CP_H */

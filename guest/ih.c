@@ -5,6 +5,7 @@
  */
 
 #include <linux/bitfield.h>
+#include <linux/interrupt.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/log2.h>
@@ -139,12 +140,10 @@ out:
 	spin_unlock(&ih->lock);
 }
 
+/* Allocates the IH ring and starts it. */
 int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp)
 {
-	struct vgpu *vg = cp->vg;
 	struct vgpu_ih *ih = &cp->ih;
-	u64 wb = cp->wb->gpu + VT_WB_IH_WPTR;
-	u32 w;
 
 	ih->bo = vgpu_bo_alloc(t, cp, VT_IH_BYTES, false);
 	if (!ih->bo)
@@ -152,6 +151,20 @@ int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp)
 	ih->ring = ih->bo->cpu;
 	ih->mask = VT_IH_BYTES - 1;
 	ih->wptr_wb = (__le32 *)((u8 *)cp->wb->cpu + VT_WB_IH_WPTR);
+	vgpu_ih_hw_init(cp);
+	return 0;
+}
+
+/*
+ * Programs the IH registers for the allocated ring and enables the vector's handler: at set-up,
+ * and again after a reset returned them to their power-on values.
+ */
+void vgpu_ih_hw_init(struct vgpu_cp *cp)
+{
+	struct vgpu *vg = cp->vg;
+	struct vgpu_ih *ih = &cp->ih;
+	u64 wb = cp->wb->gpu + VT_WB_IH_WPTR;
+	u32 w;
 
 	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, 0);
 	vgpu_wr64(vg, VGPU_REG_IH_RB_BASE_LO, VGPU_REG_IH_RB_BASE_HI, ih->bo->gpu);
@@ -174,7 +187,15 @@ int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp)
 	vgpu_wr(vg, VGPU_REG_IH_RB_RPTR, w);
 	ih->enabled = true;
 	spin_unlock_irq(&ih->lock);
-	return 0;
+}
+
+/* Stops the vector's handler from touching the ring, and waits for a running one. */
+void vgpu_ih_disable(struct vgpu_cp *cp)
+{
+	spin_lock_irq(&cp->ih.lock);
+	cp->ih.enabled = false;
+	spin_unlock_irq(&cp->ih.lock);
+	synchronize_irq(pci_irq_vector(cp->vg->pdev, VT_IH_VECTOR));
 }
 
 void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot *out)

@@ -45,6 +45,10 @@ uint fence_jobs = 10000;
 module_param(fence_jobs, uint, 0444);
 MODULE_PARM_DESC(fence_jobs, "Jobs the fences case runs across its 4 queues (default: 10000)");
 
+uint job_timeout_ms = 1000;
+module_param(job_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(job_timeout_ms, "Job timeout of the hang recovery cases, in ms (default: 1000)");
+
 /* Bit i set: vt_defs[i] runs. */
 static unsigned long vt_selected;
 /* Probes seen, to report a missing device. */
@@ -71,6 +75,9 @@ static const struct vt_def {
 	{ "cache", t_cache },
 	{ "bad_packet", t_bad_packet },
 	{ "ring_wrap", t_ring_wrap },
+	{ "hang_queue_reset", t_hang_queue_reset },
+	{ "hang_engine_reset", t_hang_engine_reset },
+	{ "hang_flr", t_hang_flr },
 };
 
 /*
@@ -181,7 +188,7 @@ static struct pci_driver vgpu_driver = {
 /* Sets vt_selected from the tests parameter; an unknown name is an error. */
 static int vt_parse_tests(void)
 {
-	char *buf, *s, *tok, known[256];
+	char *buf, *s, *tok, known[512];
 	unsigned int i, n = 0;
 	int ret = 0;
 
@@ -231,6 +238,8 @@ static int __init vgpu_test_init(void)
 		return ret;
 	if (timeout_ms < 10)
 		timeout_ms = 10;
+	if (job_timeout_ms < 10)
+		job_timeout_ms = 10;
 	vgpu_ids[0].vendor = vendor;
 	vgpu_ids[0].device = device;
 

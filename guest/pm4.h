@@ -173,4 +173,24 @@ static inline unsigned int pm4_dma_data(u32 *p, u32 ctl, u64 src, u64 dst, u32 b
 	return 7;
 }
 
+/* SET_SH_REG of n registers from reg, a dword offset in the SH space (COMPUTE_USER_DATA_0..). */
+static inline unsigned int pm4_set_sh(u32 *p, u32 reg, const u32 *vals, unsigned int n)
+{
+	p[0] = VT_PKT3(VGPU_PM4_IT_SET_SH_REG, n);
+	p[1] = FIELD_PREP(VGPU_PM4_SET_REG_OFFSET_MASK, reg);
+	memcpy(p + 2, vals, n * sizeof(*p));
+	return 2 + n;
+}
+
+/* DISPATCH_DIRECT of x*y*z workgroups of the built-in kernel named by COMPUTE_USER_DATA_0. */
+static inline unsigned int pm4_dispatch_direct(u32 *p, u32 x, u32 y, u32 z)
+{
+	p[0] = VT_PKT3(VGPU_PM4_IT_DISPATCH_DIRECT, 3);
+	p[1] = x;
+	p[2] = y;
+	p[3] = z;
+	p[4] = 1;	/* DISPATCH_INITIATOR: COMPUTE_SHADER_EN */
+	return 5;
+}
+
 #endif /* VT_PM4_H */

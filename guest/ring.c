@@ -335,18 +335,33 @@ void vgpu_ring_commit(struct vgpu_ring *r)
 	r->wptr = r->wpos;
 }
 
-/* Writes a fence with cache actions gcr and the next sequence number (also its ctxid). */
-u32 vgpu_ring_fence_gcr(struct vgpu_ring *r, u32 gcr, bool irq)
+static void vgpu_ring_emit_fence(struct vgpu_ring *r, u32 gcr, bool irq, u32 seq)
 {
 	u32 p[VT_FENCE_DW];
 
-	r->seq++;
 	vgpu_ring_put(r, p, pm4_release_mem(p, gcr, VGPU_PM4_RELEASE_MEM_DATA_SEL_32,
 					    irq ? VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM :
 						  VGPU_PM4_RELEASE_MEM_INT_SEL_NONE,
-					    r->fence_gpu, r->seq, r->seq));
+					    r->fence_gpu, seq, seq));
 	r->fence_wptr = r->wpos;
+}
+
+/* Writes a fence with cache actions gcr and the next sequence number (also its ctxid). */
+u32 vgpu_ring_fence_gcr(struct vgpu_ring *r, u32 gcr, bool irq)
+{
+	r->seq++;
+	vgpu_ring_emit_fence(r, gcr, irq, r->seq);
 	return r->seq;
+}
+
+/*
+ * Writes the fence of a job emitted before, with its own sequence number, when the job is
+ * emitted again after a reset. Jobs are emitted again in their order, so the last one is the
+ * last job submitted and r->seq stays the newest sequence number.
+ */
+void vgpu_ring_fence_again(struct vgpu_ring *r, u32 seq, bool irq)
+{
+	vgpu_ring_emit_fence(r, VT_GCR_FENCE, irq, seq);
 }
 
 /* The fence gfx11 emits: L2 written back, then the seq, then (irq) the EOP interrupt. */
@@ -428,4 +443,38 @@ int vgpu_submit_wait(struct vt_case *t, struct vgpu_ring *r, const u32 *p, unsig
 	vgpu_ring_commit(r);
 	vgpu_ring_kick(r);
 	return vgpu_fence_wait(t, r, seq);
+}
+
+/* One ring test (gfx_v11_0_ring_test_ring): SET_UCONFIG_REG SCRATCH_0, read back over MMIO. */
+int vgpu_ring_test(struct vt_case *t, struct vgpu_ring *r, bool mmio)
+{
+	struct vgpu *vg = r->cp->vg;
+	unsigned long deadline;
+	char st[VT_STATE_LEN];
+	u32 p[3], v;
+	int ret;
+
+	vgpu_wr(vg, VGPU_REG_SCRATCH_0, 0xCAFEDEAD);
+	ret = vgpu_ring_alloc(t, r, 3);
+	if (ret)
+		return ret;
+	vgpu_ring_put(r, p, pm4_set_uconfig(p, VGPU_REG_SCRATCH_0, 0xDEADBEEF));
+	vgpu_ring_commit(r);
+	if (mmio)
+		vgpu_ring_kick_mmio(r);
+	else
+		vgpu_ring_kick(r);
+	deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	for (;;) {
+		v = vgpu_rd(vg, VGPU_REG_SCRATCH_0);
+		if (v == 0xDEADBEEF)
+			return 0;
+		if (time_after(jiffies, deadline))
+			break;
+		usleep_range(10, 20);
+	}
+	vgpu_ring_describe(r, st, sizeof(st));
+	return vt_reason(t, -ETIMEDOUT,
+			 "SCRATCH_0 reads %#010x %u ms after the %s, want 0xdeadbeef (%s)",
+			 v, timeout_ms, mmio ? "PQ_WPTR write" : "doorbell", st);
 }

@@ -17,40 +17,6 @@
 #define VT_WRAP_JOBS		64
 #define VT_WRAP_FULL_JOBS	8	/* jobs of 32 dwords filling the 256-dword ring */
 
-/* One ring test (gfx_v11_0_ring_test_ring): SET_UCONFIG_REG SCRATCH_0, read back over MMIO. */
-static int vgpu_ring_test_one(struct vt_case *t, struct vgpu_ring *r, bool mmio)
-{
-	struct vgpu *vg = r->cp->vg;
-	unsigned long deadline;
-	char st[VT_STATE_LEN];
-	u32 p[3], v;
-	int ret;
-
-	vgpu_wr(vg, VGPU_REG_SCRATCH_0, 0xCAFEDEAD);
-	ret = vgpu_ring_alloc(t, r, 3);
-	if (ret)
-		return ret;
-	vgpu_ring_put(r, p, pm4_set_uconfig(p, VGPU_REG_SCRATCH_0, 0xDEADBEEF));
-	vgpu_ring_commit(r);
-	if (mmio)
-		vgpu_ring_kick_mmio(r);
-	else
-		vgpu_ring_kick(r);
-	deadline = jiffies + msecs_to_jiffies(timeout_ms);
-	for (;;) {
-		v = vgpu_rd(vg, VGPU_REG_SCRATCH_0);
-		if (v == 0xDEADBEEF)
-			return 0;
-		if (time_after(jiffies, deadline))
-			break;
-		usleep_range(10, 20);
-	}
-	vgpu_ring_describe(r, st, sizeof(st));
-	return vt_reason(t, -ETIMEDOUT,
-			 "SCRATCH_0 reads %#010x %u ms after the %s, want 0xdeadbeef (%s)",
-			 v, timeout_ms, mmio ? "PQ_WPTR write" : "doorbell", st);
-}
-
 enum vt_res t_ring_test(struct vt_case *t)
 {
 	static const char *const names[] = { "gfx", "compute", "compute_mmio_wptr" };
@@ -68,9 +34,9 @@ enum vt_res t_ring_test(struct vt_case *t)
 			vt_sub_fail_all(t, names + i, i ? 2 : 1);
 			continue;
 		}
-		vt_check(t, !vgpu_ring_test_one(t, r, false), names[i], "%s", t->err);
+		vt_check(t, !vgpu_ring_test(t, r, false), names[i], "%s", t->err);
 		if (i)
-			vt_check(t, !vgpu_ring_test_one(t, r, true), names[2], "%s", t->err);
+			vt_check(t, !vgpu_ring_test(t, r, true), names[2], "%s", t->err);
 		vgpu_ring_destroy(t, r);
 	}
 	return vt_cp_end(t, cp);

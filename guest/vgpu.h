@@ -27,6 +27,7 @@
 /* Module parameters (main.c). */
 extern uint timeout_ms;
 extern uint fence_jobs;
+extern uint job_timeout_ms;
 
 struct vgpu_cp;
 
