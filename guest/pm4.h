@@ -65,8 +65,8 @@ static inline unsigned int pm4_set_uconfig(u32 *p, u32 reg, u32 val)
 	return 3;
 }
 
-static inline unsigned int pm4_write_data(u32 *p, u32 dst_sel, u32 policy, u64 addr, const u32 *data,
-					  unsigned int n)
+static inline unsigned int pm4_write_data(u32 *p, u32 dst_sel, u32 policy, u64 addr,
+					  const u32 *data, unsigned int n)
 {
 	p[0] = VT_PKT3(VGPU_PM4_IT_WRITE_DATA, 2 + n);
 	p[1] = FIELD_PREP(VGPU_PM4_WRITE_DATA_DST_SEL_MASK, dst_sel) |

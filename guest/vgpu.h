@@ -21,7 +21,8 @@
 #define VT_DMA_BIG		SZ_64K
 #define VT_DMA_BIG_LEN		(SZ_64K - SZ_4K) /* leaves a tail the device must not touch */
 #define VT_DMA_SMALL		SZ_4K
-#define VT_SETTLE_MS		100	/* time for a stray or duplicate interrupt to show up */
+/* Time for a stray or duplicate interrupt to show up. */
+#define VT_SETTLE_MS		100
 #define VT_IH_VECTOR		0	/* the MSI-X vector of the IH ring */
 
 /* Module parameters (main.c). */
