@@ -1,7 +1,6 @@
 package cp
 
 import (
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,8 +17,7 @@ type CP struct {
 	mem                Memory
 	regs               Registers
 	irq                Interrupts
-	log                *slog.Logger
-	limiter            *ratelog.Limiter
+	limiter            *ratelog.Limiter // every log line
 	gpuClock, sysClock func() uint64
 	maxIB              int
 	stopTimeout        time.Duration
@@ -51,16 +49,13 @@ type CP struct {
 // New returns a CP with every queue inactive.
 func New(cfg Config) *CP {
 	c := &CP{
-		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, log: cfg.Log, limiter: cfg.Limiter,
+		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
 		quiet: make(chan struct{}, 1),
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
 	if c.limiter == nil {
-		c.limiter = ratelog.New(c.log, 0, 0)
+		c.limiter = ratelog.New(cfg.Log, 0, 0) // a nil Log discards
 	}
 	if c.gpuClock == nil {
 		start := time.Now()
