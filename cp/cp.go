@@ -78,6 +78,7 @@ func New(cfg Config) *CP {
 		running = max(1, runtime.GOMAXPROCS(0)-1)
 	}
 	c.turns.free, c.turns.limit = running, running
+	c.turns.spareP = running < runtime.GOMAXPROCS(0)
 	for i := range c.hqds {
 		c.hqds[i].c, c.hqds[i].slot = c, i
 	}
@@ -198,7 +199,8 @@ type Stats struct {
 	// revoked (a Reset, an engine reset, or a newer activation of its slot) since its turn began.
 	StaleCallouts uint64
 	// Yields counts turns a queue gave up because it used its budget (Config.TurnBudget)
-	// with work left; TurnWaits counts turns that had to wait for one (Config.MaxRunning).
+	// with work left and another queue was waiting (or no P is spare); TurnWaits counts
+	// turns that had to wait for one (Config.MaxRunning).
 	Yields, TurnWaits uint64
 	// RefusedActivations counts ACTIVE=1 writes ignored because MaxLivePerSlot goroutines
 	// of that slot were still alive (earlier activations stuck in a call out).
