@@ -18,7 +18,7 @@ type turns struct {
 	mu      sync.Mutex
 	limit   int
 	free    int
-	waiting []*queue // FIFO; each waiter is in it at most once
+	waiting []*queue     // FIFO; each waiter is in it at most once
 	queued  atomic.Int32 // len(waiting), readable without mu
 	waits   atomic.Uint64
 	// spareP: limit < GOMAXPROCS at New, so a P is always left for everything else and a
