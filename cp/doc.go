@@ -68,11 +68,14 @@
 // (default max(1, GOMAXPROCS-1), leaving a P for the transport) may hold a turn at once; the
 // others queue first come, first served. A turn lasts at most Config.TurnBudget (default
 // 100 µs, checked between packets, between the 64 KiB / 2 MiB pieces of DMA_DATA and kernels,
-// and every 256 dwords of long register or WR_ONE_ADDR writes); then the queue yields
-// (Stats.Yields): it gives the turn to the next waiter, lets the Go scheduler run (timers,
-// the transport) and queues again. The clock is read only when the work done in the turn
-// predicts the budget is spent (time.Now costs up to half a microsecond on some hosts). A
-// queue gives its turn back before it blocks, so idle and parked queues hold none.
+// and every 256 dwords of long register or WR_ONE_ADDR writes); then, if another queue is
+// waiting, the queue yields (Stats.Yields): it hands the turn to the first waiter and queues
+// again behind the others (with no spare P it also lets the Go scheduler run timers and the
+// transport); if nobody waits, the turn is simply renewed. The clock is read only when the
+// work done in the turn predicts the budget is spent (time.Now costs up to half a
+// microsecond on some hosts). A queue gives its turn back before it blocks, so idle and
+// parked queues hold none. A goroutine holding a turn while stuck in a call out delays the
+// others until it returns or its activation is revoked (which takes the turn back).
 //
 // # Queue lifecycle
 //

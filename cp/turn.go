@@ -16,7 +16,6 @@ import (
 // most limit goroutines compete with the transport for the CPU.
 type turns struct {
 	mu      sync.Mutex
-	limit   int
 	free    int
 	waiting []*queue     // FIFO; each waiter is in it at most once
 	queued  atomic.Int32 // len(waiting), readable without mu
