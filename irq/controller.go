@@ -40,7 +40,7 @@ const (
 // MaxMSIXVectors is the PCI limit on MSI-X table size (Table Size is an 11-bit N-1 field).
 const MaxMSIXVectors = 2048
 
-// ErrNoVector is returned by TriggerMSIX for a vector outside the table.
+// ErrNoVector is returned by TriggerMSIX and SetTableMask for a vector outside the table.
 var ErrNoVector = errors.New("irq: no such MSI-X vector")
 
 // Request is one DEVICE_SET_IRQS, the same shape as vfiouser.SetIRQs: Bools has Count entries
