@@ -84,12 +84,12 @@ type intx struct {
 
 // Keys of the controller's rate-limited log lines (ratelog): one per event kind.
 const (
-	logKeyRefused   = "irq.set_irqs_refused"
-	logKeyNoVector  = "irq.no_such_vector"
-	logKeySaturated = "irq.eventfd_saturated"
-	logKeyFailed    = "irq.eventfd_write_failed"
-	logKeyNoErrFd   = "irq.err_req_without_eventfd"
-	logKeyResample  = "irq.resample_read_failed"
+	logKeyRefused   = "irq-set-irqs-refused"
+	logKeyNoVector  = "irq-no-such-vector"
+	logKeySaturated = "irq-eventfd-saturated"
+	logKeyFailed    = "irq-eventfd-write-failed"
+	logKeyNoErrFd   = "irq-err-req-without-eventfd"
+	logKeyResample  = "irq-resample-read-failed"
 )
 
 // Controller holds the DEVICE_SET_IRQS state of every index. All methods are safe for
