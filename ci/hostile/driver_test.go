@@ -357,7 +357,7 @@ func (d *driver) startQueue(slot int, o queueOpts) (*queue, error) {
 	}
 	regs = append(regs, set64(hqd(slot, abi.REG_HQD_PQ_RPTR_REPORT_ADDR_LO), report)...)
 	regs = append(regs, [2]uint32{hqd(slot, abi.REG_HQD_PQ_DOORBELL_CONTROL),
-		2 * (doorbellBase + uint32(slot)) << abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT &
+		2*(doorbellBase+uint32(slot))<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT&
 			abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK | abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK})
 	pollCntl := uint32(0)
 	if o.poll {
