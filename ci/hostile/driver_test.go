@@ -24,7 +24,7 @@ const (
 	vIH        = 0x000000 // IH ring, up to 64 KiB
 	vIHWptr    = 0x010000 // IH wptr write-back
 	vRptr      = 0x011000 // + 64·slot: rptr reports
-	vPoll      = 0x012000 // + 64·slot: polled write pointers
+	vPoll      = 0x020000 // + 256·slot: polled write pointers, one L2 line each (engines update them through L2)
 	vFence     = 0x013000 // + 64·slot: fences in VRAM
 	vMarker    = 0x014000 // + 64·slot: markers and gates
 	vGART      = 0x100000 // the GART table
@@ -338,7 +338,7 @@ func (d *driver) startQueue(slot int, o queueOpts) (*queue, error) {
 		o.log2 = 10
 	}
 	q := &queue{d: d, slot: slot, ringOff: ringOffset(slot), size: 1 << o.log2, poll: o.poll,
-		pollAddr: vPoll + 64*uint64(slot)}
+		pollAddr: vPoll + 256*uint64(slot)}
 	base := fb(q.ringOff)
 	if o.base != 0 {
 		base = o.base

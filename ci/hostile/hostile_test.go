@@ -11,6 +11,8 @@ var attacks = []attack{
 	{"config-garbage", attackConfigGarbage},
 	{"ring-garbage", attackRingGarbage},
 	{"address-edges", attackAddressEdges},
+	{"self-reference", attackSelfReference},
+	{"self-kicking-queues", attackSelfKicking},
 }
 
 // TestHostile runs every attack against one `vgpu serve` (restarted if an attack kills or
