@@ -13,6 +13,10 @@ var attacks = []attack{
 	{"address-edges", attackAddressEdges},
 	{"self-reference", attackSelfReference},
 	{"self-kicking-queues", attackSelfKicking},
+	{"wait-doorbell-flood", attackWaitFlood},
+	{"max-copies", attackMaxCopies},
+	{"ih-overflow", attackIHOverflow},
+	{"msix-setirqs-garbage", attackIRQGarbage},
 }
 
 // TestHostile runs every attack against one `vgpu serve` (restarted if an attack kills or
