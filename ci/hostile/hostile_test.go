@@ -17,6 +17,9 @@ var attacks = []attack{
 	{"max-copies", attackMaxCopies},
 	{"ih-overflow", attackIHOverflow},
 	{"msix-setirqs-garbage", attackIRQGarbage},
+	{"unmap-while-busy", attackUnmapBusy},
+	{"flr-storm", attackFLRStorm},
+	{"disconnect-isolation", attackDisconnectIsolation},
 }
 
 // TestHostile runs every attack against one `vgpu serve` (restarted if an attack kills or
