@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"encoding/binary"
 	"testing"
 	"time"
 
@@ -62,7 +61,6 @@ func attackWaitFlood(t *testing.T, e *env) {
 		}
 	}
 	p := &poster{d: d}
-	var b8 [8]byte
 	const flood = 30000
 	start := time.Now()
 	var worst time.Duration
@@ -71,11 +69,9 @@ func attackWaitFlood(t *testing.T, e *env) {
 		var err error
 		switch r.IntN(5) {
 		case 0, 1: // its own doorbell with the wptr it already has
-			binary.LittleEndian.PutUint64(b8[:], q.wptr)
-			err = p.write(abi.BAR_DOORBELL, 8*(doorbellBase+uint64(q.slot)), b8[:])
+			err = d.ring(doorbellBase+uint64(q.slot), q.wptr, true)
 		case 2: // a doorbell no queue listens on
-			binary.LittleEndian.PutUint64(b8[:], r.Uint64())
-			err = p.write(abi.BAR_DOORBELL, 8*uint64(doorbellBase+numSlots+r.IntN(1000)), b8[:])
+			err = d.ring(uint64(doorbellBase+numSlots+r.IntN(1000)), r.Uint64(), true)
 		case 3: // PQ_WPTR_LO with the wptr it already has
 			err = p.reg(hqd(q.slot, abi.REG_HQD_PQ_WPTR_LO), uint32(q.wptr))
 		default: // registers the register waits read, but never with the awaited values

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"vgpu/abi"
 	"vgpu/vfiouser/vfiousertest"
@@ -78,6 +80,10 @@ type driver struct {
 	mem  *guestMem
 	irq  []int // eventfds of MSI-X vectors 0.., as last registered
 	caps map[byte]uint64
+	// dbPage is the doorbell BAR when the server polls it (--doorbell poll): doorbells are
+	// then rung by storing to it, as a guest does through QEMU's mapping.
+	dbMap  *vfiousertest.Mapping
+	dbPage []byte
 }
 
 // dial connects and negotiates like QEMU, maps BAR0 and finds the capabilities.
@@ -107,6 +113,13 @@ func dial(socket string) (*driver, error) {
 		d.close()
 		return nil, err
 	}
+	if mode, err := d.reg(abi.REG_ID_DOORBELL_MODE); err == nil && mode == abi.DOORBELL_MODE_POLL {
+		if d.dbMap, err = c.MmapRegion(abi.BAR_DOORBELL); err != nil {
+			d.close()
+			return nil, fmt.Errorf("mmap the polled doorbell BAR: %w", err)
+		}
+		d.dbPage = d.dbMap.At(0, abi.DOORBELL_SIZE)
+	}
 	return d, nil
 }
 
@@ -130,6 +143,24 @@ func (d *driver) close() {
 	if d.bar != nil {
 		d.bar.Close()
 	}
+	if d.dbMap != nil {
+		d.dbMap.Close()
+	}
+}
+
+// ring rings 64-bit doorbell index with v: a store to the shared page in poll mode, else a
+// trapped write (posted: without waiting for the reply).
+func (d *driver) ring(index uint64, v uint64, posted bool) error {
+	if d.dbPage != nil {
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&d.dbPage[8*index])), v)
+		return nil
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	if posted {
+		return d.c.PostWrite(abi.BAR_DOORBELL, 8*index, b[:])
+	}
+	return d.c.Write(abi.BAR_DOORBELL, 8*index, b[:])
 }
 
 func (d *driver) findCaps() error {
@@ -411,9 +442,7 @@ func (q *queue) kick() error {
 	if q.poll {
 		binary.LittleEndian.PutUint64(q.d.vram[q.pollAddr:], q.wptr)
 	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], q.wptr)
-	return q.d.c.Write(abi.BAR_DOORBELL, 8*(doorbellBase+uint64(q.slot)), b[:])
+	return q.d.ring(doorbellBase+uint64(q.slot), q.wptr, false)
 }
 
 // submit emits packets and kicks.

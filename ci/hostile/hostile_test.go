@@ -1,12 +1,14 @@
 package hostile
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
 // attacks is the suite, in the order it runs. Each entry's doc is on its function.
 var attacks = []attack{
+	{"doorbell-after-reset", attackDoorbellAfterReset},
 	{"register-garbage", attackRegisterGarbage},
 	{"config-garbage", attackConfigGarbage},
 	{"ring-garbage", attackRingGarbage},
@@ -25,14 +27,42 @@ var attacks = []attack{
 // TestHostile runs every attack against one `vgpu serve` (restarted if an attack kills or
 // wedges it) and checks at the end that the server did not grow without bound.
 func TestHostile(t *testing.T) {
+	runSuite(t, attacks)
+}
+
+// pollAttacks are the attacks whose doorbells matter, run again against a server that polls
+// a doorbell page shared with the client (--doorbell poll): the client rings by storing to it.
+var pollAttacks = []string{"doorbell-after-reset", "wait-doorbell-flood", "self-kicking-queues", "flr-storm", "disconnect-isolation"}
+
+func TestHostilePollDoorbells(t *testing.T) {
+	var list []attack
+	for _, a := range attacks {
+		if slices.Contains(pollAttacks, a.name) {
+			list = append(list, a)
+		}
+	}
+	runSuite(t, list, "--doorbell", "poll")
+}
+
+func runSuite(t *testing.T, list []attack, flags ...string) {
 	if testing.Short() {
 		t.Skip("attacks a real vgpu server for a minute or two; skipped with -short")
 	}
 	start := time.Now()
-	s := newSuite(t)
-	for _, a := range attacks {
+	s := newSuite(t, flags...)
+	for _, a := range list {
 		t.Run(a.name, func(t *testing.T) { s.run(t, a) })
 	}
 	s.checkGrowth(t)
-	t.Logf("suite: %d attacks in %v", len(attacks), time.Since(start).Round(time.Millisecond))
+	t.Logf("suite: %d attacks in %v", len(list), time.Since(start).Round(time.Millisecond))
+}
+
+// attackDoorbellAfterReset runs the ring test, whose doorbell value is the same every time;
+// the suite's checks then reset the device and run it again. A doorbell rung after a reset
+// with the value it had before the reset must still be delivered (in poll mode the poller's
+// last-seen values must not survive the reset).
+func attackDoorbellAfterReset(t *testing.T, e *env) {
+	if err := e.d.ringTest(e.rng); err != nil {
+		t.Fatalf("ring test: %v", err)
+	}
 }
