@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // MessageTransport reaches guest memory through the client (DMA_READ/DMA_WRITE messages).
@@ -53,6 +56,9 @@ type region struct {
 // and unmap contract.
 type Space struct {
 	log *slog.Logger
+	// rl rate-limits the log lines a client can trigger at will (odd mappings by the
+	// thousand).
+	rl *ratelog.Limiter
 
 	// mu: the write lock is held to change the table (Map, Unmap, UnmapAll, SetBusMaster,
 	// SetTransport); accesses hold the read lock while they copy through mmap, so taking the
@@ -64,6 +70,14 @@ type Space struct {
 	busMaster bool
 
 	bytesMmap, bytesMsg, faults atomic.Uint64
+	// revocations changes (under the write lock) whenever the device's access to memory is cut
+	// off: Bus Master cleared, every mapping dropped, the client changed. A message access
+	// (which runs without the lock) checks it before each message, so one that began before a
+	// cut-off sends nothing after it.
+	revocations atomic.Uint64
+	// cut is closed at each revocation (and replaced): a message access waiting for the
+	// client's answer gives up at once, so a cut-off never waits on the client.
+	cut chan struct{}
 
 	// duringCopy, when set (tests only), runs under the read lock just before an access copies
 	// through mmap.
@@ -76,8 +90,19 @@ func NewSpace(log *slog.Logger) *Space {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Space{log: log, backings: make(map[fileKey]*backing)}
+	return &Space{log: log, rl: ratelog.New(log, 0, 0), backings: make(map[fileKey]*backing), cut: make(chan struct{})}
 }
+
+// revokeLocked is a cut-off (write lock held): accesses that began before it send no further
+// message, and those waiting for an answer return.
+func (s *Space) revokeLocked() {
+	s.revocations.Add(1)
+	close(s.cut)
+	s.cut = make(chan struct{})
+}
+
+// SetLimiter makes client-triggered log lines go through l; call it before the Space is used.
+func (s *Space) SetLimiter(l *ratelog.Limiter) { s.rl = l }
 
 // lastByte returns the inclusive end of [start, start+size) for size > 0, and false when the
 // range runs past 2^64.
@@ -127,7 +152,7 @@ func (s *Space) Map(m Mapping) error {
 		var err error
 		fi, err = statFile(f)
 		if err != nil {
-			s.log.Warn("dma: backing fd unusable, serving the mapping through messages",
+			s.rl.Warn("dma-fd-unusable", "dma: backing fd unusable, serving the mapping through messages",
 				"iova", m.IOVA, "size", m.Size, "err", err)
 			f.Close()
 			f = nil
@@ -156,7 +181,7 @@ func (s *Space) Map(m Mapping) error {
 		nr.back = s.acquire(fi, f, m.Offset+m.Size, m.Write)
 	}
 	if n := s.removeLocked(m.IOVA, last); n > 0 {
-		s.log.Info("dma: map replaced overlapping mappings",
+		s.rl.Info("dma-map-replaced", "dma: map replaced overlapping mappings",
 			"iova", m.IOVA, "size", m.Size, "replaced", n)
 	}
 	s.regions = slices.Insert(s.regions, s.search(m.IOVA), nr)
@@ -219,7 +244,7 @@ func (s *Space) removeLocked(lo, hi uint64) int {
 		if len(s.regions)-(end-first)+len(keep)+1 > MaxMappings {
 			// Splitting one mapping in two would exceed the bound. An unmap must never fail,
 			// so give up the right-hand remainder: accesses there fault instead.
-			s.log.Error("dma: mapping table full, dropping the remainder of a split mapping",
+			s.rl.Log(slog.LevelError, "dma-table-full", "dma: mapping table full, dropping the remainder of a split mapping",
 				"iova", right.iova, "last", right.last)
 		} else {
 			keep = append(keep, &right)
@@ -264,30 +289,44 @@ func (s *Space) UnmapAll() {
 		s.release(r.back)
 	}
 	s.regions = nil
+	s.revokeLocked()
 }
 
 // SetTransport sets the client used for message DMA; nil on disconnect.
 func (s *Space) SetTransport(t MessageTransport) {
 	s.mu.Lock()
 	s.transport = t
+	s.revokeLocked()
 	s.mu.Unlock()
 }
 
-// SetBusMaster follows the COMMAND register's Bus Master Enable bit. Turning it off waits for
-// accesses through mmap in flight, like Unmap.
+// SetBusMaster follows the COMMAND register's Bus Master Enable bit. Turning it off is the
+// device's cut-off from guest memory: it waits for accesses through mmap in flight, like Unmap,
+// and a message access in flight sends no further message.
 func (s *Space) SetBusMaster(on bool) {
 	s.mu.Lock()
 	s.busMaster = on
+	if !on {
+		s.revokeLocked()
+	}
 	s.mu.Unlock()
 }
 
 // Read copies guest memory at iova into p. Failures are *FaultError.
-func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false) }
+func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false, false) }
 
 // Write copies p into guest memory at iova. Failures are *FaultError. A fault in the backing
 // memory itself (the client truncated the file) may leave an access spanning several mappings
 // partly done; every other failure is detected before any byte moves.
-func (s *Space) Write(iova uint64, p []byte) error { return s.access(iova, p, true) }
+func (s *Space) Write(iova uint64, p []byte) error { return s.access(iova, p, true, false) }
+
+// ReadDirect is Read for callers that must not wait (the L2 under its lock): when any byte is
+// served through messages it moves nothing and returns ErrMessageServed (not a fault: the
+// caller takes the path that may wait). Other failures are as for Read.
+func (s *Space) ReadDirect(iova uint64, p []byte) error { return s.access(iova, p, false, true) }
+
+// WriteDirect is Write for callers that must not wait; see ReadDirect.
+func (s *Space) WriteDirect(iova uint64, p []byte) error { return s.access(iova, p, true, true) }
 
 // msgSeg is a piece of an access served through messages: IOVA and the matching slice bounds.
 type msgSeg struct {
@@ -295,7 +334,7 @@ type msgSeg struct {
 	from, to int
 }
 
-func (s *Space) access(iova uint64, p []byte, write bool) error {
+func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 	if len(p) > MaxAccess {
 		return s.fault(iova, p, write, iova, fmt.Sprintf("longer than %d bytes", MaxAccess), ErrTooLarge)
 	}
@@ -340,6 +379,11 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		i++
 	}
 
+	if viaMsg && directOnly {
+		s.mu.RUnlock()
+		return ErrMessageServed
+	}
+
 	// Pass 2: copy the mmapped pieces under the read lock; note the message pieces.
 	var segs []msgSeg
 	if s.duringCopy != nil {
@@ -374,6 +418,7 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		addr = end + 1 // wraps only after the last piece
 	}
 	t := s.transport
+	epoch, cut := s.revocations.Load(), s.cut
 	s.mu.RUnlock()
 	if !viaMsg {
 		return nil
@@ -385,18 +430,46 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		return s.fault(iova, p, write, segs[0].iova, "mapping has no fd and no client is connected", ErrNoTransport)
 	}
 	for _, g := range segs {
-		var err error
-		if write {
-			err = t.DMAWrite(g.iova, p[g.from:g.to])
-		} else {
-			err = t.DMARead(g.iova, p[g.from:g.to])
+		if s.revocations.Load() != epoch {
+			return s.fault(iova, p, write, g.iova, "device cut off from memory while the access was in flight", ErrRevoked)
 		}
-		if err != nil {
+		if err := s.message(t, cut, g.iova, p[g.from:g.to], write); err != nil {
+			if errors.Is(err, ErrRevoked) {
+				return s.fault(iova, p, write, g.iova, "device cut off from memory while waiting for the client", err)
+			}
 			return s.fault(iova, p, write, g.iova, "message DMA failed", err)
 		}
 		s.bytesMsg.Add(uint64(g.to - g.from))
 	}
 	return nil
+}
+
+// message does one DMA_READ/DMA_WRITE through the client, giving up when cut closes (a
+// cut-off): the request then finishes on its own goroutine with private buffers, and its
+// answer is dropped, so the caller's p is never touched after this returns. The extra
+// goroutine and copy cost little beside the client round trip they accompany.
+func (s *Space) message(t MessageTransport, cut chan struct{}, iova uint64, p []byte, write bool) error {
+	buf := make([]byte, len(p))
+	if write {
+		copy(buf, p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if write {
+			done <- t.DMAWrite(iova, buf)
+		} else {
+			done <- t.DMARead(iova, buf)
+		}
+	}()
+	select {
+	case err := <-done:
+		if err == nil && !write {
+			copy(p, buf)
+		}
+		return err
+	case <-cut:
+		return ErrRevoked
+	}
 }
 
 func (s *Space) fault(iova uint64, p []byte, write bool, at uint64, reason string, err error) error {
