@@ -272,7 +272,11 @@ func attackIRQGarbage(t *testing.T, e *env) {
 			t.Fatalf("unmasking every vector: %v", err)
 		}
 		if err := d.c.SetIRQs(eventfds(vfiouser.IRQIndexMSIX, 1, c.fd), []int{c.fd}); err != nil {
-			t.Fatalf("SET_IRQS with %s as vector 1: %v", c.name, err)
+			if !isReply(err) {
+				t.Fatalf("SET_IRQS with %s as vector 1: %v", c.name, err)
+			}
+			t.Logf("SET_IRQS with %s as vector 1 refused: %v", c.name, err)
+			continue // refusing what is not a usable eventfd is a good answer
 		}
 		done := make(chan error, 1)
 		go func() {
