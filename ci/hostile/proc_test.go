@@ -13,12 +13,13 @@ import (
 type resources struct {
 	RSS, Anon, Shmem uint64 // VmRSS, RssAnon, RssShmem in KiB
 	FDs, Maps        int    // open descriptors, lines of /proc/PID/maps
+	GuestMaps        int    // of which mappings of the client's guest memory memfds
 	Goroutines       int    // from the SIGUSR1 report; -1 when it did not come
 }
 
 func (r resources) String() string {
-	return fmt.Sprintf("RSS %d KiB (anon %d, shmem %d), goroutines %d, fds %d, maps %d",
-		r.RSS, r.Anon, r.Shmem, r.Goroutines, r.FDs, r.Maps)
+	return fmt.Sprintf("RSS %d KiB (anon %d, shmem %d), goroutines %d, fds %d, maps %d (guest memory %d)",
+		r.RSS, r.Anon, r.Shmem, r.Goroutines, r.FDs, r.Maps, r.GuestMaps)
 }
 
 // procResources reads /proc for pid; the goroutine count is left to the caller.
@@ -59,6 +60,7 @@ func procResources(pid int) (resources, error) {
 		return r, err
 	}
 	r.Maps = bytes.Count(maps, []byte("\n"))
+	r.GuestMaps = bytes.Count(maps, []byte("memfd:vfiousertest-guest"))
 	return r, nil
 }
 
