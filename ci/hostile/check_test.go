@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -70,18 +71,24 @@ func newSuite(t *testing.T, extra ...string) *suite {
 		fmt.Sscan(v, &s.seed)
 	}
 	t.Logf("seed %#x (VGPU_HOSTILE_SEED), race-detector server: %v", s.seed, raceServer())
-	s.boot(t)
-	s.start = s.base
 	t.Cleanup(func() {
 		if s.srv != nil {
 			s.srv.stop(t)
-			if t.Failed() {
-				t.Logf("server log tail:\n%s", tail(s.srv.log(0), 8<<10))
-			}
-			s.srv.cleanup()
+			s.retire(t)
 		}
 	})
+	s.boot(t)
+	s.start = s.base
 	return s
+}
+
+// retire removes a server's directory, or keeps it (with its log) when the test failed.
+func (s *suite) retire(t *testing.T) {
+	if t.Failed() {
+		t.Logf("server log kept: %s", s.srv.logPath)
+		return
+	}
+	s.srv.cleanup()
 }
 
 // boot starts a server, warms it up with one clean connection (bring-up, ring test, reset,
@@ -143,7 +150,7 @@ func (s *suite) run(t *testing.T, a attack) {
 		s.restarts++
 		t.Logf("restarting the server (restart %d)", s.restarts)
 		if s.srv != nil {
-			s.srv.cleanup()
+			t.Logf("the previous server's log: %s", s.srv.logPath)
 		}
 		s.boot(t)
 	}
@@ -154,6 +161,9 @@ func (s *suite) run(t *testing.T, a attack) {
 	logOff := s.srv.logSize()
 	e := &env{srv: s.srv, rng: rand.New(rand.NewPCG(s.seed, hashName(a.name)))}
 	defer func() {
+		if e.d != nil {
+			e.d.close()
+		}
 		for i := len(e.more) - 1; i >= 0; i-- {
 			e.more[i]()
 		}
@@ -203,10 +213,16 @@ func (s *suite) verify(t *testing.T, e *env, logOff int64) {
 		t.Fatalf("the server died: %v\nlog of the attack:\n%s", srv.exitErr, tail(srv.log(logOff), 16<<10))
 	}
 	// Liveness: the attack's client if it still works, else a new one.
-	lat, err := e.d.alive()
+	var lat time.Duration
+	err := errors.New("the attack left no client")
+	if e.d != nil {
+		lat, err = e.d.alive()
+	}
 	if err != nil {
 		t.Logf("the attack's connection is unusable (%v); connecting again", err)
-		e.d.close()
+		if e.d != nil {
+			e.d.close()
+		}
 		if e.d, err = redial(srv.socket); err == nil {
 			lat, err = e.d.alive()
 		}
