@@ -32,5 +32,6 @@
 //
 // The suite runs in `go test ./...` and is skipped with -short. VGPU_HOSTILE_SEED sets the
 // random seed (the default is fixed, so a failure reproduces), VGPU_HOSTILE_RACE=1 runs the
-// server built with the race detector.
+// server built with the race detector, and VGPU_HOSTILE_SERVER=path runs a vgpu binary built
+// elsewhere (another revision) instead of building this one.
 package hostile

@@ -33,9 +33,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildServer builds cmd/vgpu once per test binary, from this module's sources.
+// buildServer builds cmd/vgpu once per test binary, from this module's sources, or returns
+// VGPU_HOSTILE_SERVER (a vgpu binary built elsewhere: another revision, another build mode).
 func buildServer(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("VGPU_HOSTILE_SERVER"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "vgpu-hostile-bin-")
 		if buildErr != nil {
