@@ -28,6 +28,9 @@ type GuestOptions struct {
 	ModuleSrc string
 	// Module is a prebuilt vgpu_test.ko to use instead of building ModuleSrc.
 	Module string
+	// NoTestModule leaves vgpu_test.ko out: the image is the kernel, busybox and /init only,
+	// for a user run that brings its own modules (RunPlan). KDir is still set, to build them.
+	NoTestModule bool
 
 	// Kernel and HeadersDir bring your own kernel: a vmlinux (an ELF with the PVH note) or a
 	// bzImage, and its configured tree or headers folder (KDIR) to build the module against.
@@ -221,6 +224,8 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 
 	// The test module.
 	switch {
+	case opts.NoTestModule:
+		g.KDir = kdir
 	case opts.Module != "":
 		g.ModulePath, err = filepath.Abs(opts.Module)
 	case kdir == "":
@@ -243,18 +248,20 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 		waitBusybox()
 		return nil, err
 	}
-	info, err := ModuleInfo(g.ModulePath)
-	if err != nil {
-		waitBusybox()
-		return nil, err
-	}
-	vermagic := first(info["vermagic"])
-	if g.KernelRelease == "" {
-		g.KernelRelease, _, _ = strings.Cut(vermagic, " ")
-	}
-	if !strings.HasPrefix(vermagic, g.KernelRelease+" ") {
-		waitBusybox()
-		return nil, fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.ModulePath, vermagic, g.KernelRelease)
+	if g.ModulePath != "" {
+		info, err := ModuleInfo(g.ModulePath)
+		if err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		vermagic := first(info["vermagic"])
+		if g.KernelRelease == "" {
+			g.KernelRelease, _, _ = strings.Cut(vermagic, " ")
+		}
+		if !strings.HasPrefix(vermagic, g.KernelRelease+" ") {
+			waitBusybox()
+			return nil, fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.ModulePath, vermagic, g.KernelRelease)
+		}
 	}
 
 	busybox, err := waitBusybox()
@@ -266,15 +273,17 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	if spec.Busybox, err = os.ReadFile(busybox); err != nil {
 		return nil, err
 	}
-	if spec.Test, err = os.ReadFile(g.ModulePath); err != nil {
-		return nil, err
+	if g.ModulePath != "" {
+		if spec.Test, err = os.ReadFile(g.ModulePath); err != nil {
+			return nil, err
+		}
 	}
 	if g.Initrd, err = buildInitrd(cache, spec); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "guest: initrd %s in %.2fs; guest ready in %.1fs (kernel %s)\n",
 		filepath.Base(g.Initrd), time.Since(t).Seconds(), time.Since(start).Seconds(), g.KernelRelease)
-	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox)
+	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox) // "" is no cache entry
 	pruneGuestCache(ctx, cache, used, guestCacheMaxAge, progress)
 	return g, nil
 }

@@ -109,8 +109,11 @@ func ModuleKey(kdir, srcDir string) (string, error) {
 
 // moduleMarker is written last into a module build folder.
 type moduleMarker struct {
-	Key      string    `json:"key"`
-	Module   string    `json:"module"` // file name of the .ko in the folder
+	Key    string `json:"key"`
+	Module string `json:"module"` // file name of the .ko in the folder
+	// Modules are all the .ko files the build made, in the Kbuild's order (modules.order);
+	// markers written before it existed lack it (loadModuleBuild then lists the folder).
+	Modules  []string  `json:"modules,omitempty"`
 	VerMagic string    `json:"vermagic"`
 	Created  time.Time `json:"created"`
 	Seconds  float64   `json:"build_seconds"`
@@ -124,6 +127,61 @@ type moduleMarker struct {
 // ctx (5 minutes when ctx has no deadline); a failed build returns make's output.
 func BuildModule(ctx context.Context, kdir, srcDir, cacheDir string) (string, error) {
 	return buildModule(ctx, kdir, srcDir, cacheDir, nil)
+}
+
+// BuildModules is BuildModule for a folder whose Kbuild makes several modules: it returns
+// every .ko the build made, in the Kbuild's order (the modules.order that make writes). The
+// build and its cache entry are the same as BuildModule's.
+func BuildModules(ctx context.Context, kdir, srcDir, cacheDir string, progress io.Writer) ([]string, error) {
+	ko, err := buildModule(ctx, kdir, srcDir, cacheDir, progress)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(ko)
+	m, ok := readModuleMarker(dir)
+	if !ok {
+		return nil, fmt.Errorf("images: the module build in %s has no marker", dir)
+	}
+	names := m.Modules
+	if len(names) == 0 {
+		names = builtModules(dir)
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = filepath.Join(dir, n)
+	}
+	return paths, nil
+}
+
+// builtModules lists the .ko files of a build folder: those modules.order names first, in its
+// order, then any others by name.
+func builtModules(dir string) []string {
+	var names []string
+	seen := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.order")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			n := filepath.Base(strings.TrimSpace(l))
+			if strings.HasSuffix(n, ".o") {
+				n = strings.TrimSuffix(n, ".o") + ".ko" // modules.order of older kernels names objects
+			}
+			if !strings.HasSuffix(n, ".ko") || seen[n] {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+				names = append(names, n)
+				seen[n] = true
+			}
+		}
+	}
+	kos, _ := filepath.Glob(filepath.Join(dir, "*.ko"))
+	sort.Strings(kos)
+	for _, k := range kos {
+		if n := filepath.Base(k); !seen[n] {
+			names = append(names, n)
+			seen[n] = true
+		}
+	}
+	return names
 }
 
 func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
@@ -214,25 +272,29 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 		return "", fmt.Errorf("images: building the module in %s against %s failed: %w%s\n%s",
 			srcDir, kdir, err, compilerHint(kdir), lastLines(out.String(), 80))
 	}
-	kos, _ := filepath.Glob(filepath.Join(tmp, "*.ko"))
-	if len(kos) == 0 {
+	all := builtModules(tmp)
+	if len(all) == 0 {
 		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
 	}
-	ko := kos[0]
-	for _, k := range kos {
-		if filepath.Base(k) == "vgpu_test.ko" {
-			ko = k
+	ko := filepath.Join(tmp, all[0])
+	if containsString(all, "vgpu_test.ko") {
+		ko = filepath.Join(tmp, "vgpu_test.ko")
+	}
+	var vermagic string
+	for _, n := range all {
+		info, err := ModuleInfo(filepath.Join(tmp, n))
+		if err != nil {
+			return "", err
+		}
+		vm := first(info["vermagic"])
+		if release != "" && !strings.HasPrefix(vm, release+" ") {
+			return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", n, vm, release)
+		}
+		if filepath.Join(tmp, n) == ko {
+			vermagic = vm
 		}
 	}
-	info, err := ModuleInfo(ko)
-	if err != nil {
-		return "", err
-	}
-	vermagic := first(info["vermagic"])
-	if release != "" && !strings.HasPrefix(vermagic, release+" ") {
-		return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", filepath.Base(ko), vermagic, release)
-	}
-	m := moduleMarker{Key: key, Module: filepath.Base(ko), VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
+	m := moduleMarker{Key: key, Module: filepath.Base(ko), Modules: all, VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
 	b, _ := json.MarshalIndent(m, "", "  ")
 	if err := writeFileAtomic(filepath.Join(tmp, markerName), append(b, '\n')); err != nil {
 		return "", err
@@ -245,13 +307,21 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	return filepath.Join(final, m.Module), nil
 }
 
-func loadModuleBuild(dir, key string) (string, bool) {
+func readModuleMarker(dir string) (*moduleMarker, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, markerName))
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	var m moduleMarker
-	if json.Unmarshal(b, &m) != nil || m.Key != key || m.Module == "" {
+	if json.Unmarshal(b, &m) != nil {
+		return nil, false
+	}
+	return &m, true
+}
+
+func loadModuleBuild(dir, key string) (string, bool) {
+	m, ok := readModuleMarker(dir)
+	if !ok || m.Key != key || m.Module == "" {
 		return "", false
 	}
 	p := filepath.Join(dir, m.Module)
