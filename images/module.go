@@ -20,7 +20,7 @@ import (
 )
 
 // guestModuleLayout is mixed into the module cache key; bump it when the build changes.
-const guestModuleLayout = "guest-module-v1"
+const guestModuleLayout = "guest-module-v2"
 
 // isModuleSource tells which files of a module folder take part in the build (and in its
 // cache key): Kbuild, Makefile and C/assembler sources and headers. Build outputs, editor
@@ -259,7 +259,9 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if _, err := exec.LookPath("make"); err != nil {
 		return "", errors.New("images: make not found: install make and gcc (apt-get install make gcc-12)")
 	}
-	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "modules")
+	// __FILE__ (in WARN_ON and BUG reports) relative to the module folder: "mydrv.c:65", not
+	// the path of a build folder that is renamed when the build is done.
+	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "KCFLAGS=-fmacro-prefix-map="+tmp+"/=", "modules")
 	cmd.Env = moduleBuildEnv()
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
