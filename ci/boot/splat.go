@@ -27,8 +27,8 @@ var ripRE = regexp.MustCompile(`RIP: [0-9a-f]{4}:(\S+)`)
 const maxSplatLines = 80
 
 // FindSplats returns the reports in a kernel log (dmesg or console lines). A report ends at
-// its "---[ end ..." line; without one, after the last "</TASK>" within maxSplatLines, or
-// there. Lockdep's "=====" banner line joins the report it introduces.
+// its "---[ end ..." line; without one, after its last "</TASK>", before the next report, or
+// after maxSplatLines. Lockdep's "=====" banner line joins the report it introduces.
 func FindSplats(lines []string) []Splat {
 	var out []Splat
 	for i := 0; i < len(lines); i++ {
@@ -45,11 +45,15 @@ func FindSplats(lines []string) []Splat {
 			i++
 			msg = stripTimestamp(lines[i])
 		}
-		end, lastTask := -1, -1
-		for j := i + 1; j < len(lines) && j < start+maxSplatLines; j++ {
+		end, lastTask, stop := -1, -1, min(len(lines), start+maxSplatLines)
+		for j := i + 1; j < stop; j++ {
 			m := stripTimestamp(lines[j])
 			if strings.HasPrefix(m, "---[ end ") {
 				end = j
+				break
+			}
+			if splatStart.MatchString(m) && !strings.HasPrefix(m, "Oops: ") && !strings.HasPrefix(m, "general protection fault") {
+				stop = j // the next report (an Oops line continues a BUG line's report)
 				break
 			}
 			if strings.TrimSpace(m) == "</TASK>" {
@@ -61,7 +65,7 @@ func FindSplats(lines []string) []Splat {
 		case lastTask >= 0:
 			end = lastTask
 		default:
-			end = min(len(lines), start+maxSplatLines) - 1
+			end = stop - 1
 		}
 		s := Splat{Kind: splatKind(msg), Title: msg, Lines: append([]string(nil), lines[start:end+1]...), Line: i + 1}
 		for _, l := range s.Lines {
