@@ -164,8 +164,9 @@ func wantContains(t *testing.T, what string, list []string, sub string) {
 // TestUserDriver builds the example driver examples/mydrv (not vgpu_test), runs its guest test
 // program against it, and checks `vgpu run`'s verdict — exit status, summary and --json — when
 // everything passes and when it fails: a failing command with failing KTAP, a WARN_ON in the
-// driver, a command that outlives --timeout. The image and the module build are shared: only
-// the plan archive differs between the boots.
+// driver, a command that outlives --timeout; and a guest kernel module loaded with its
+// dependency beside the driver. The image and the module build are shared: only the plan
+// archive differs between the boots.
 func TestUserDriver(t *testing.T) {
 	needQEMU(t)
 	example := readmeExample(t)
@@ -197,6 +198,26 @@ func TestUserDriver(t *testing.T) {
 		log, err := os.ReadFile(b.Artefacts["kernel log"])
 		if err != nil || !bytes.Contains(log, []byte("ID_MAGIC=0x55504756")) {
 			t.Errorf("kernel log %s (%v) lacks the driver's ID_MAGIC line", b.Artefacts["kernel log"], err)
+		}
+	})
+
+	t.Run("guest-kernel-module", func(t *testing.T) {
+		// zram comes from the guest kernel, with its dependency zsmalloc; mydrv from the example.
+		code, _, r := userRun(t, append(example, "--module", "zram=num_devices=2", "--module", "mydrv",
+			"--run", "test -b /dev/zram1 && grep -q '^zsmalloc ' /proc/modules")...)
+		b := r.Boots[0]
+		if code != 0 || !r.Passed {
+			t.Fatalf("exit %d, passed %v; problems %q", code, r.Passed, b.Problems)
+		}
+		var mods, unloads []string
+		for _, m := range b.Modules {
+			mods = append(mods, m.Name+"="+m.Args)
+		}
+		for _, u := range b.Unloads {
+			unloads = append(unloads, u.Name)
+		}
+		if strings.Join(mods, " ") != "zsmalloc= zram=num_devices=2 mydrv=" || strings.Join(unloads, " ") != "mydrv zram zsmalloc" {
+			t.Errorf("loaded %q, unloaded %q: want the dependency first and the reverse order at the end", mods, unloads)
 		}
 	})
 

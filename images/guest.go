@@ -89,6 +89,10 @@ type GuestImage struct {
 	// longer serves and that was replaced by what it serves now; empty when every pin held. See
 	// GuestOptions.StrictPin.
 	Fallbacks []string
+
+	// kmods returns the folder with all the kernel's modules (KernelModules); nil when there
+	// is none (your own kernel without ModulesDir).
+	kmods func(context.Context, io.Writer) (string, error)
 }
 
 // GuestCmdlineBase is GuestImage.CmdlineBase: the serial console for the report, a reboot
@@ -203,6 +207,10 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			used = append(used, res.Record)
 		}
 		g.Kernel, g.PVH, g.KernelRelease, kdir, g.Packages = kt.Vmlinux, true, kt.Release, kt.KDir, kt.Packages
+		kernelSet := res.Packages
+		g.kmods = func(ctx context.Context, progress io.Writer) (string, error) {
+			return provisionKernelModules(ctx, cache, kernelSet, mirrors, progress)
+		}
 		for _, m := range VirtioModules {
 			g.VirtioModules = append(g.VirtioModules, kt.Modules[m])
 		}
@@ -212,6 +220,9 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			return nil, err
 		}
 		kdir = opts.HeadersDir
+		if dir := opts.ModulesDir; dir != "" {
+			g.kmods = func(context.Context, io.Writer) (string, error) { return dir, nil }
+		}
 	}
 	for _, p := range g.VirtioModules {
 		b, err := os.ReadFile(p)

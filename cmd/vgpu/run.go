@@ -31,6 +31,7 @@ func run(args []string) error {
 	tests := fl.String("tests", "", "comma-separated guest test cases (vgpu_test's tests= parameter); empty = all")
 	kernel := fl.String("kernel", "", "bring your own guest kernel (vmlinux or bzImage) instead of the pinned Debian one")
 	headers := fl.String("headers", "", "with --kernel: the kernel's build tree or headers (KDIR) to build the module against")
+	modulesDir := fl.String("modules", "", "with --kernel: its modules folder (lib/modules/<release>): the virtio console modules, and those --module names")
 	moduleSrc := fl.String("module-src", "", "build the guest modules from this directory (its Kbuild); without vgpu_test.ko among them the run is a user run")
 	keep := fl.Bool("keep", false, "after the suite, keep the VM with a shell on the serial console (this terminal)")
 	out := fl.String("out", "", "folder for logs (console, kernel log, server, results); default: a temporary folder, kept on failure")
@@ -94,7 +95,7 @@ func run(args []string) error {
 	user := userModeReason(mods, runs, adds, "", nil)
 	if *moduleSrc != "" || user != "" {
 		// The image without vgpu_test; the user's modules are built against its kernel.
-		base, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, NoTestModule: true, Kernel: *kernel, HeadersDir: *headers})
+		base, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, NoTestModule: true, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir})
 		if err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func run(args []string) error {
 				return err
 			}
 		}
-		if img, err = images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers}); err != nil {
+		if img, err = images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir}); err != nil {
 			return err
 		}
 	} else if *tests != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -137,7 +138,10 @@ func writeLines(w io.Writer, indent string, lines []string) {
 	}
 }
 
-// kernelModules resolves modules of the guest image's kernel, or nil when it has none to offer.
+// kernelModules resolves modules of the guest image's kernel (provisioning its module tree on
+// first use).
 func kernelModules(img *images.GuestImage) kernelModuleFunc {
-	return nil
+	return func(ctx context.Context, names []string) ([]images.PlanModule, error) {
+		return img.KernelModules(ctx, names, os.Stderr)
+	}
 }
