@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,13 @@ func shellWords(s string) ([]string, error) {
 // exit status, stdout and JSON report.
 func userRun(t *testing.T, args ...string) (int, string, *userRunJSON) {
 	t.Helper()
+	code, out, _, r := userRunStderr(t, args...)
+	return code, out, r
+}
+
+// userRunStderr is userRun that also returns stderr.
+func userRunStderr(t *testing.T, args ...string) (int, string, string, *userRunJSON) {
+	t.Helper()
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "run.json")
 	cmd := exec.Command(buildVGPU(t), append(append([]string{"run"}, args...), "--out", filepath.Join(dir, "logs"), "--json", jsonPath)...)
@@ -148,7 +156,7 @@ func userRun(t *testing.T, args ...string) (int, string, *userRunJSON) {
 	if code != 0 {
 		t.Logf("stderr:\n%s", stderr.String())
 	}
-	return code, stdout.String(), &r
+	return code, stdout.String(), stderr.String(), &r
 }
 
 func wantContains(t *testing.T, what string, list []string, sub string) {
@@ -245,7 +253,7 @@ func TestUserDriver(t *testing.T) {
 	})
 
 	t.Run("warn-on", func(t *testing.T) {
-		code, out, r := userRun(t, append(example, "--module", "mydrv=warn=1")...)
+		code, out, stderr, r := userRunStderr(t, append(example, "--module", "mydrv=warn=1", "--console", "--append", "loglevel=8")...)
 		b := r.Boots[0]
 		if code != 1 || r.Passed {
 			t.Fatalf("exit %d, passed %v: want 1 and false (a WARNING fails the run)", code, r.Passed)
@@ -258,6 +266,17 @@ func TestUserDriver(t *testing.T) {
 			t.Fatalf("splats %+v: want one WARNING at mydrv.c in [mydrv]", b.Splats)
 		}
 		wantContains(t, "problems", b.Problems, "kernel splat: WARNING: CPU:")
+		// --console streamed the console, which carries the kernel log and the command's output;
+		// --append reached the kernel.
+		for _, w := range []string{"ID_MAGIC=0x55504756", "mydrv test: ok"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("--console output lacks %q", w)
+			}
+		}
+		cmdline := regexp.MustCompile(`Command line: .*`).FindString(stderr)
+		if !strings.HasSuffix(cmdline, " loglevel=8") || strings.Contains(cmdline, " quiet") {
+			t.Errorf("kernel command line %q: want loglevel=8 appended and no quiet", cmdline)
+		}
 		for _, w := range []string{"SPLAT   WARNING: CPU:", "kernel WARNING report", "Call Trace:"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("summary lacks %q", w)

@@ -202,15 +202,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		stopTail = func() { cancelTail(); <-tailDone }
 		go func() { defer close(tailDone); tailFile(tailCtx, v.Logs().Console, cfg.Console) }()
 	}
-	var timeoutProblem string
 	if err := v.Wait(runCtx); err != nil {
 		if runCtx.Err() != nil {
-			res.TimedOut = true
 			v.Kill()
 			console, _ := os.ReadFile(v.Logs().Console)
-			timeoutProblem = fmt.Sprintf("timeout: the guest did not power off within %v; it was %s",
-				cfg.Timeout, guestWhere(consoleLines(console), cfg.Plan))
-			res.Problems = append(res.Problems, timeoutProblem)
+			where := guestWhere(consoleLines(console), cfg.Plan)
+			if ctx.Err() != nil {
+				res.Problems = append(res.Problems, fmt.Sprintf("interrupted (%v); the guest was %s", context.Cause(ctx), where))
+			} else {
+				res.TimedOut = true
+				res.Problems = append(res.Problems, fmt.Sprintf("timeout: the guest did not power off within %v; it was %s", cfg.Timeout, where))
+			}
 		} else {
 			res.Problems = append(res.Problems, fmt.Sprintf("QEMU exited with an error: %v", err))
 		}
