@@ -96,6 +96,14 @@ func planModules(ctx context.Context, built []builtModule, args []moduleArg, ker
 		if err != nil {
 			return nil, fmt.Errorf("--module %s: not built by --module-src; as a guest kernel module: %w", a.name, err)
 		}
+		if len(mods) == 0 || mods[len(mods)-1].Name != want {
+			// Built into the kernel: there is nothing to load, and parameters go on the command line.
+			if a.args != "" {
+				return nil, fmt.Errorf("--module %s=%s: %s is built into the guest kernel; give its parameters as kernel parameters (--append %s.PARAM=VALUE)", a.name, a.args, want, want)
+			}
+			fmt.Fprintf(os.Stderr, "--module %s: built into the guest kernel, nothing to load\n", a.name)
+			continue
+		}
 		for i, m := range mods {
 			if i == len(mods)-1 {
 				if have[m.Name] {

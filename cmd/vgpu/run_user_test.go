@@ -35,8 +35,11 @@ func TestParseModuleArg(t *testing.T) {
 func TestPlanModules(t *testing.T) {
 	built := []builtModule{{"mydrv", "/b/mydrv.ko"}, {"my_helper", "/b/my-helper.ko"}}
 	kernel := func(_ context.Context, names []string) ([]images.PlanModule, error) {
-		if names[0] == "drm_kms_helper" {
+		switch names[0] {
+		case "drm_kms_helper":
 			return []images.PlanModule{{Name: "drm", Path: "/k/drm.ko"}, {Name: "drm_kms_helper", Path: "/k/drm_kms_helper.ko"}}, nil
+		case "builtin":
+			return nil, nil
 		}
 		return nil, errors.New("no such module")
 	}
@@ -62,6 +65,8 @@ func TestPlanModules(t *testing.T) {
 		{nil, "mydrv my_helper"},
 		{[]string{"my-helper", "mydrv=warn=1"}, "my_helper mydrv=warn=1"},
 		{[]string{"drm_kms_helper=x=1", "mydrv"}, "drm(dep) drm_kms_helper=x=1 mydrv"},
+		{[]string{"builtin", "mydrv"}, "mydrv"},
+		{[]string{"builtin=x=1"}, ""},
 		{[]string{"nosuch"}, ""},
 		{[]string{"mydrv", "mydrv"}, ""},
 	} {
