@@ -172,9 +172,9 @@ func wantContains(t *testing.T, what string, list []string, sub string) {
 // TestUserDriver builds the example driver examples/mydrv (not vgpu_test), runs its guest test
 // program against it, and checks `vgpu run`'s verdict — exit status, summary and --json — when
 // everything passes and when it fails: a failing command with failing KTAP, a WARN_ON in the
-// driver, a command that outlives --timeout; and a guest kernel module loaded with its
-// dependency beside the driver. The image and the module build are shared: only the plan
-// archive differs between the boots.
+// driver, a module that fails to load, a command that outlives --timeout; and a guest kernel
+// module loaded with its dependency beside the driver. The image and the module build are
+// shared: only the plan archive differs between the boots.
 func TestUserDriver(t *testing.T) {
 	needQEMU(t)
 	example := readmeExample(t)
@@ -281,6 +281,25 @@ func TestUserDriver(t *testing.T) {
 			if !strings.Contains(out, w) {
 				t.Errorf("summary lacks %q", w)
 			}
+		}
+	})
+
+	t.Run("module-fails-to-load", func(t *testing.T) {
+		// kstrtobool takes y/n/1/0/t/f/on/off (by first letter): "maybe" is -EINVAL.
+		code, out, r := userRun(t, append(example, "--module", "mydrv=warn=maybe")...)
+		b := r.Boots[0]
+		if code != 1 || r.Passed {
+			t.Fatalf("exit %d, passed %v: want 1 and false", code, r.Passed)
+		}
+		if len(b.Modules) != 1 || b.Modules[0].Exit == "0" || b.Modules[0].Exit == "" {
+			t.Errorf("modules %+v: want insmod to fail", b.Modules)
+		}
+		if len(b.Runs) != 1 || !strings.HasPrefix(b.Runs[0].Status, "skipped") || len(b.Unloads) != 0 {
+			t.Errorf("runs %+v, unloads %+v: want the command skipped and nothing to unload", b.Runs, b.Unloads)
+		}
+		wantContains(t, "problems", b.Problems, "module mydrv: insmod exited")
+		if !strings.Contains(out, "SKIPPED") {
+			t.Errorf("summary lacks SKIPPED")
 		}
 	})
 
