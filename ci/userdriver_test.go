@@ -273,7 +273,7 @@ func TestUserDriver(t *testing.T) {
 				t.Errorf("--console output lacks %q", w)
 			}
 		}
-		cmdline := regexp.MustCompile(`Command line: .*`).FindString(stderr)
+		cmdline := strings.TrimSpace(regexp.MustCompile(`Command line: .*`).FindString(stderr))
 		if !strings.HasSuffix(cmdline, " loglevel=8") || strings.Contains(cmdline, " quiet") {
 			t.Errorf("kernel command line %q: want loglevel=8 appended and no quiet", cmdline)
 		}
