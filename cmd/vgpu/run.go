@@ -43,6 +43,8 @@ func run(args []string) error {
 	timeout := fl.Duration("timeout", boot.DefaultTimeout, "bound on each guest boot (kernel boot, modules, commands, power-off)")
 	console := fl.Bool("console", false, "stream the guest's serial console (with the kernel log) to stderr as it runs")
 	jsonOut := fl.String("json", "", "write the results as JSON to this file")
+	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
+	securityMirror := fl.String("debian-security-mirror", "", "Debian security archive for the guest kernel (default: $"+images.SecurityMirrorEnv+", else the host's apt sources)")
 	devFlags := addDeviceFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -86,7 +88,7 @@ func run(args []string) error {
 		}
 	}
 	fmt.Fprintln(os.Stderr, "== preparing QEMU and the guest image (cached after the first run)")
-	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr})
+	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr, Mirror: *mirror})
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,8 @@ func run(args []string) error {
 	user := userModeReason(mods, runs, adds, "", nil)
 	if *moduleSrc != "" || user != "" {
 		// The image without vgpu_test; the user's modules are built against its kernel.
-		base, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, NoTestModule: true, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir})
+		base, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, NoTestModule: true, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
+			Mirror: *mirror, SecurityMirror: *securityMirror})
 		if err != nil {
 			return err
 		}
@@ -133,7 +136,8 @@ func run(args []string) error {
 				return err
 			}
 		}
-		if img, err = images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir}); err != nil {
+		if img, err = images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
+			Mirror: *mirror, SecurityMirror: *securityMirror}); err != nil {
 			return err
 		}
 	} else if *tests != "" {
