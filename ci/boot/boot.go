@@ -1,7 +1,10 @@
-// Package boot runs the guest suite once: it serves a vgpu device in-process, boots the guest
-// image in QEMU with the device attached, collects what the guest's /init sends over the
-// virtio-serial results port, and parses the KTAP in it. `go test ./ci` and `vgpu run` both
-// use it, so CI and users run exactly the same path.
+// Package boot runs the guest once: it serves a vgpu device in-process, boots the guest image
+// in QEMU with the device attached, collects what the guest's /init sends over the
+// virtio-serial results port and the whole kernel log it forwards over the kmsg port, and
+// judges the run. For vgpu's own suite that is the KTAP of vgpu_test.ko; for a user run
+// (Config.Plan: the user's modules and commands) it is every step's exit status, any KTAP they
+// or the kernel printed, and the kernel log's splats (oops, BUG, WARNING, lockdep). `go test
+// ./ci` and `vgpu run` both use it, so CI and users run exactly the same path.
 package boot
 
 import (
