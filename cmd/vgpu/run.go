@@ -92,42 +92,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	var img *images.GuestImage
-	var plan *images.RunPlan
-	user := userModeReason(mods, runs, adds, "", nil)
-	if *moduleSrc != "" || user != "" {
-		// The image without vgpu_test; the user's modules are built against its kernel.
-		base, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, NoTestModule: true, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
-			Mirror: *mirror, SecurityMirror: *securityMirror})
-		if err != nil {
-			return err
-		}
-		var built []builtModule
-		if *moduleSrc != "" {
-			if base.KDir == "" {
-				return errors.New("--module-src needs the guest kernel's headers (--headers with --kernel)")
-			}
-			cache, err := images.CacheDir()
-			if err != nil {
-				return err
-			}
-			kos, err := images.BuildModules(ctx, base.KDir, *moduleSrc, cache, os.Stderr)
-			if err != nil {
-				return err
-			}
-			if built, err = describeBuilt(kos); err != nil {
-				return err
-			}
-		}
-		user = userModeReason(mods, runs, adds, *moduleSrc, built)
-		if user != "" {
-			pm, err := planModules(ctx, built, mods, kernelModules(base))
-			if err != nil {
-				return err
-			}
-			plan = &images.RunPlan{Modules: pm, Commands: runs, Files: files}
-			img = base
-		}
+	guestOpts := images.GuestOptions{Progress: os.Stderr, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
+		Mirror: *mirror, SecurityMirror: *securityMirror}
+	img, plan, user, err := userPlan(ctx, guestOpts, *moduleSrc, mods, runs, files)
+	if err != nil {
+		return err
 	}
 	if plan == nil {
 		src := *moduleSrc
@@ -136,8 +105,8 @@ func run(args []string) error {
 				return err
 			}
 		}
-		if img, err = images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
-			Mirror: *mirror, SecurityMirror: *securityMirror}); err != nil {
+		guestOpts.ModuleSrc = src
+		if img, err = images.Guest(ctx, guestOpts); err != nil {
 			return err
 		}
 	} else if *tests != "" {

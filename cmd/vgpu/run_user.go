@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -152,4 +153,50 @@ func kernelModules(img *images.GuestImage) kernelModuleFunc {
 	return func(ctx context.Context, names []string) ([]images.PlanModule, error) {
 		return img.KernelModules(ctx, names, os.Stderr)
 	}
+}
+
+// userPlan decides whether this is a user run and prepares it: the image without vgpu_test,
+// the modules of --module-src built against its kernel, and the plan. It returns a nil plan
+// (and no image) for vgpu's own suite; user says why a run is a user run.
+func userPlan(ctx context.Context, opts images.GuestOptions, moduleSrc string, mods []moduleArg, runs []string,
+	files []images.PlanFile) (img *images.GuestImage, plan *images.RunPlan, user string, err error) {
+	var adds []string
+	for _, f := range files {
+		adds = append(adds, f.Host)
+	}
+	if moduleSrc == "" && userModeReason(mods, runs, adds, "", nil) == "" {
+		return nil, nil, "", nil
+	}
+	opts.NoTestModule = true
+	base, err := images.Guest(ctx, opts)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var built []builtModule
+	if moduleSrc != "" {
+		if base.KDir == "" {
+			return nil, nil, "", errors.New("--module-src needs the guest kernel's headers (--headers with --kernel)")
+		}
+		cache := opts.CacheDir
+		if cache == "" {
+			if cache, err = images.CacheDir(); err != nil {
+				return nil, nil, "", err
+			}
+		}
+		kos, err := images.BuildModules(ctx, base.KDir, moduleSrc, cache, opts.Progress)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if built, err = describeBuilt(kos); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	if user = userModeReason(mods, runs, adds, moduleSrc, built); user == "" {
+		return nil, nil, "", nil // --module-src builds vgpu_test: the suite, from those sources
+	}
+	pm, err := planModules(ctx, built, mods, kernelModules(base))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return base, &images.RunPlan{Modules: pm, Commands: runs, Files: files}, user, nil
 }
