@@ -16,7 +16,8 @@
 #   # vgpu-init: uptime init=A end=B       (guest seconds when /init started and finished)
 #   # vgpu-init: end
 #
-# plus "# vgpu-init: note: ..." lines when something is missing or fails. Then it powers off, unless vgpu_keep=1.
+# plus "# vgpu-init: note: ..." lines when something is missing or fails. Then it powers off,
+# unless vgpu_keep=1.
 #
 # The whole kernel log goes, live, to a second virtio-serial port named "kmsg" when there is one
 # (cat /dev/kmsg: every record from boot, whatever the console log level).
@@ -34,9 +35,10 @@
 #   # vgpu-init: unload NAME rc=N
 #   # vgpu-init: irqs NAME=N               (/proc/interrupts lines naming NAME after its rmmod)
 #
-# then the same kernel-warnings/tainted/uptime/end lines.
-# Every wait is bounded: a missing module, a missing device or a stuck insmod still ends with
-# "# vgpu-init: end" and a power-off.
+# then the same kernel-warnings/tainted/uptime/end lines. A user run's steps are not bounded
+# here: the host's --timeout ends a stuck one, and names it from the "begin" lines.
+# The suite's waits are bounded: a missing module, a missing device or a stuck insmod still ends
+# with "# vgpu-init: end" and a power-off.
 #
 # Kernel command line parameters that the kernel does not know are handed to /init as
 # environment variables:
