@@ -172,9 +172,9 @@ func wantContains(t *testing.T, what string, list []string, sub string) {
 // TestUserDriver builds the example driver examples/mydrv (not vgpu_test), runs its guest test
 // program against it, and checks `vgpu run`'s verdict — exit status, summary and --json — when
 // everything passes and when it fails: a failing command with failing KTAP, a WARN_ON in the
-// driver, a module that fails to load, a command that outlives --timeout; and a guest kernel
-// module loaded with its dependency beside the driver. The image and the module build are
-// shared: only the plan archive differs between the boots.
+// driver, the same WARN_ON as a panic, a module that fails to load, a command that outlives
+// --timeout; and a guest kernel module loaded with its dependency beside the driver. The image
+// and the module build are shared: only the plan archive differs between the boots.
 func TestUserDriver(t *testing.T) {
 	needQEMU(t)
 	example := readmeExample(t)
@@ -282,6 +282,27 @@ func TestUserDriver(t *testing.T) {
 				t.Errorf("summary lacks %q", w)
 			}
 		}
+	})
+
+	t.Run("panic", func(t *testing.T) {
+		// panic_on_warn turns the driver's WARN_ON into a panic: the guest dies in insmod, the
+		// results port never carries the report, and the console still has the panic.
+		code, _, r := userRun(t, append(example, "--module", "mydrv=warn=1", "--append", "panic_on_warn=1")...)
+		b := r.Boots[0]
+		if code != 1 || r.Passed || b.TimedOut {
+			t.Fatalf("exit %d, passed %v, timed out %v: want 1, false, false", code, r.Passed, b.TimedOut)
+		}
+		var kinds []string
+		for _, s := range b.Splats {
+			kinds = append(kinds, s.Kind)
+		}
+		if strings.Join(kinds, " ") != "WARNING panic" {
+			t.Errorf("splats %q, want WARNING and panic", kinds)
+		}
+		if len(b.Modules) != 1 || b.Modules[0].Exit != "" || len(b.Runs) != 1 || b.Runs[0].Status != "did not finish" {
+			t.Errorf("modules %+v, runs %+v: want insmod and the command unfinished", b.Modules, b.Runs)
+		}
+		wantContains(t, "problems", b.Problems, "never reported its end")
 	})
 
 	t.Run("module-fails-to-load", func(t *testing.T) {

@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Artefacts["kernel log"] = kernelLogFile
 	consoleText, _ := os.ReadFile(v.Logs().Console)
 	console := consoleLines(consoleText)
-	res.Splats = mergeSplats(FindSplats(res.KernelLog), FindSplats(console))
+	res.Splats = mergeSplats(FindSplats(res.KernelLog), findSplats(console, "console"))
 	res.LastOutput = lastLines(console, 20)
 
 	text := results.wait(5 * time.Second)

@@ -11,7 +11,10 @@ type Splat struct {
 	Kind  string   // WARNING, BUG, Oops, lockdep, panic, hung task, RCU stall, UBSAN
 	Title string   // the line that starts it, without its timestamp (plus the RIP when known)
 	Lines []string // the whole report, as logged
-	Line  int      // 1-based line of Title in the log it was found in
+	Line  int      // 1-based line of Title in Source
+	// Source is the log it was found in: "kernel log", or "console" for a report the kernel
+	// log lacks (a panic stops the forwarder before its report reaches the host).
+	Source string
 }
 
 // splatStart matches the first line of a report (timestamps removed).
@@ -29,7 +32,9 @@ const maxSplatLines = 80
 // FindSplats returns the reports in a kernel log (dmesg or console lines). A report ends at
 // its "---[ end ..." line; without one, after its last "</TASK>", before the next report, or
 // after maxSplatLines. Lockdep's "=====" banner line joins the report it introduces.
-func FindSplats(lines []string) []Splat {
+func FindSplats(lines []string) []Splat { return findSplats(lines, "kernel log") }
+
+func findSplats(lines []string, source string) []Splat {
 	var out []Splat
 	for i := 0; i < len(lines); i++ {
 		msg := stripTimestamp(lines[i])
@@ -67,7 +72,7 @@ func FindSplats(lines []string) []Splat {
 		default:
 			end = stop - 1
 		}
-		s := Splat{Kind: splatKind(msg), Title: msg, Lines: append([]string(nil), lines[start:end+1]...), Line: i + 1}
+		s := Splat{Kind: splatKind(msg), Title: msg, Lines: append([]string(nil), lines[start:end+1]...), Line: i + 1, Source: source}
 		for _, l := range s.Lines {
 			if m := ripRE.FindStringSubmatch(l); m != nil {
 				if !strings.Contains(s.Title, m[1]) {

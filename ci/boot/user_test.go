@@ -92,7 +92,8 @@ func TestFindSplats(t *testing.T) {
 	// The console adds what the kernel log lacks (a panic), once.
 	a := FindSplats(lines("[ 1.0] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x0/0x1"))
 	b := FindSplats(lines("[ 1.0] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x0/0x1\n[ 2.0] Kernel panic - not syncing: x"))
-	if m := mergeSplats(a, b); len(m) != 2 || m[1].Kind != "panic" {
+	b = findSplats(lines("[ 1.0] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x0/0x1\n[ 2.0] Kernel panic - not syncing: x"), "console")
+	if m := mergeSplats(a, b); len(m) != 2 || m[1].Kind != "panic" || m[0].Source != "kernel log" || m[1].Source != "console" || m[1].Line != 2 {
 		t.Errorf("merged %+v", m)
 	}
 }

@@ -77,7 +77,7 @@ func printUserSummary(w io.Writer, mode string, res *boot.Result) {
 	}
 	if res.Failed() {
 		for _, s := range res.Splats {
-			fmt.Fprintf(w, "kernel %s report (kernel log line %d; whole report in the kernel log):\n", s.Kind, s.Line)
+			fmt.Fprintf(w, "kernel %s report (%s line %d):\n", s.Kind, s.Source, s.Line)
 			writeLines(w, "  ", splatHead(s.Lines))
 		}
 		if len(res.KernelLog) > 0 {

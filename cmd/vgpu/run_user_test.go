@@ -128,7 +128,7 @@ func TestUserSummary(t *testing.T) {
 			KTAP:    []boot.KTAPDoc{{Source: "run 1", Report: ktap.Parse(strings.NewReader("KTAP version 1\n1..1\nnot ok 1 reads\n"))}},
 		},
 		Splats: []boot.Splat{{Kind: "WARNING", Title: "WARNING: CPU: 0 PID: 94 at mydrv.c:65 mydrv_probe+0x0/0x3a [mydrv]",
-			Lines: []string{"[ 1.7] WARNING: CPU: 0 PID: 94 at mydrv.c:65", "[ 1.7] Call Trace:", "[ 1.7]  local_pci_probe+0x41/0x80"}, Line: 330}},
+			Lines: []string{"[ 1.7] WARNING: CPU: 0 PID: 94 at mydrv.c:65", "[ 1.7] Call Trace:", "[ 1.7]  local_pci_probe+0x41/0x80"}, Line: 330, Source: "kernel log"}},
 		Problems:   []string{"run 2 `false`: failed (exit 1)", "kernel splat: WARNING: CPU: 0 PID: 94 at mydrv.c:65"},
 		KernelLog:  []string{"[ 1.8] mydrv 0000:00:02.0: removed"},
 		LastOutput: []string{"# vgpu-init: end"},
