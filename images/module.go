@@ -137,7 +137,14 @@ func BuildModules(ctx context.Context, kdir, srcDir, cacheDir string, progress i
 	if err != nil {
 		return nil, err
 	}
+	// The build folder: the main module may lie in a subfolder of it.
 	dir := filepath.Dir(ko)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, markerName)); err == nil || filepath.Dir(dir) == dir {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
 	m, ok := readModuleMarker(dir)
 	if !ok {
 		return nil, fmt.Errorf("images: the module build in %s has no marker", dir)
@@ -148,38 +155,60 @@ func BuildModules(ctx context.Context, kdir, srcDir, cacheDir string, progress i
 	}
 	paths := make([]string, len(names))
 	for i, n := range names {
-		paths[i] = filepath.Join(dir, n)
+		paths[i] = filepath.Join(dir, filepath.FromSlash(n))
 	}
 	return paths, nil
 }
 
-// builtModules lists the .ko files of a build folder: those modules.order names first, in its
-// order, then any others by name.
+// builtModules lists the .ko files of a build folder (relative, slash-separated): those
+// modules.order names first, in its order, then any others (a Kbuild may build into
+// subfolders) by name. modules.order names them by absolute path for an M= build, relative
+// for others, and by .o in older kernels.
 func builtModules(dir string) []string {
 	var names []string
 	seen := map[string]bool{}
-	if b, err := os.ReadFile(filepath.Join(dir, "modules.order")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			n := filepath.Base(strings.TrimSpace(l))
-			if strings.HasSuffix(n, ".o") {
-				n = strings.TrimSuffix(n, ".o") + ".ko" // modules.order of older kernels names objects
-			}
-			if !strings.HasSuffix(n, ".ko") || seen[n] {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
-				names = append(names, n)
-				seen[n] = true
-			}
+	add := func(rel string) {
+		rel = filepath.ToSlash(rel)
+		if seen[rel] || !strings.HasSuffix(rel, ".ko") || strings.HasPrefix(rel, "../") {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
+			names = append(names, rel)
+			seen[rel] = true
 		}
 	}
-	kos, _ := filepath.Glob(filepath.Join(dir, "*.ko"))
-	sort.Strings(kos)
-	for _, k := range kos {
-		if n := filepath.Base(k); !seen[n] {
-			names = append(names, n)
-			seen[n] = true
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.order")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			if n, ok := strings.CutSuffix(l, ".o"); ok {
+				l = n + ".ko"
+			}
+			if filepath.IsAbs(l) {
+				if rel, err := filepath.Rel(dir, l); err == nil && !strings.HasPrefix(rel, "..") {
+					add(rel)
+				} else {
+					add(filepath.Base(l)) // built in a folder since renamed
+				}
+				continue
+			}
+			add(l)
 		}
+	}
+	var rest []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".ko") {
+			if rel, err := filepath.Rel(dir, p); err == nil {
+				rest = append(rest, filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	sort.Strings(rest)
+	for _, r := range rest {
+		add(r)
 	}
 	return names
 }
@@ -278,13 +307,13 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if len(all) == 0 {
 		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
 	}
-	ko := filepath.Join(tmp, all[0])
+	ko := filepath.Join(tmp, filepath.FromSlash(all[0]))
 	if containsString(all, "vgpu_test.ko") {
 		ko = filepath.Join(tmp, "vgpu_test.ko")
 	}
 	var vermagic string
 	for _, n := range all {
-		info, err := ModuleInfo(filepath.Join(tmp, n))
+		info, err := ModuleInfo(filepath.Join(tmp, filepath.FromSlash(n)))
 		if err != nil {
 			return "", err
 		}
@@ -292,11 +321,11 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 		if release != "" && !strings.HasPrefix(vm, release+" ") {
 			return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", n, vm, release)
 		}
-		if filepath.Join(tmp, n) == ko {
+		if filepath.Join(tmp, filepath.FromSlash(n)) == ko {
 			vermagic = vm
 		}
 	}
-	m := moduleMarker{Key: key, Module: filepath.Base(ko), Modules: all, VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
+	m := moduleMarker{Key: key, Module: filepath.ToSlash(strings.TrimPrefix(ko, tmp+string(filepath.Separator))), Modules: all, VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
 	b, _ := json.MarshalIndent(m, "", "  ")
 	if err := writeFileAtomic(filepath.Join(tmp, markerName), append(b, '\n')); err != nil {
 		return "", err

@@ -137,3 +137,23 @@ func TestPlanInitrd(t *testing.T) {
 		}
 	}
 }
+
+func TestBuiltModules(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"b.ko", "a.ko", "sub/c.ko", "sub/deep/d.ko", "x.o", "e.ko"} {
+		p := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	// An M= build names absolute paths; a renamed folder's entries fall back to the base name;
+	// older kernels name objects; e.ko is not listed and comes last.
+	order := filepath.Join(dir, "b.ko") + "\n" + filepath.Join(dir, "sub/c.ko") + "\n/gone/tmp-1/a.ko\nsub/deep/d.o\nmissing.ko\n"
+	os.WriteFile(filepath.Join(dir, "modules.order"), []byte(order), 0o644)
+	if got := strings.Join(builtModules(dir), " "); got != "b.ko sub/c.ko a.ko sub/deep/d.ko e.ko" {
+		t.Errorf("builtModules = %q", got)
+	}
+	os.Remove(filepath.Join(dir, "modules.order"))
+	if got := strings.Join(builtModules(dir), " "); got != "a.ko b.ko e.ko sub/c.ko sub/deep/d.ko" {
+		t.Errorf("without modules.order: %q", got)
+	}
+}
