@@ -246,17 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		text = consoleText
 	}
 	if cfg.Plan != nil {
-		res.Report = &ktap.Report{Plan: -1}
-		res.Init = initLines(text)
-		if _, ok := res.Init["end"]; !ok && !res.TimedOut {
-			res.Problems = append(res.Problems, "the guest's /init never reported its end (crash or hang before power-off)")
-		}
-		res.User = parseUser(cfg.Plan, consoleLines(text), res.KernelLog)
-		_, ended := res.Init["end"]
-		res.Problems = append(res.Problems, res.User.Problems(ended)...)
-		for _, s := range res.Splats {
-			res.Problems = append(res.Problems, "kernel splat: "+s.String())
-		}
+		judgeUser(res, cfg.Plan, text)
 		res.Diagnostics = dev.Diagnostics()
 		return res, nil
 	}

@@ -79,6 +79,22 @@ func centis(s string) time.Duration {
 	return time.Duration(n) * 10 * time.Millisecond
 }
 
+// judgeUser fills in a user run's verdict from /init's report (text) and the kernel log and
+// splats already in res: every step, every KTAP document, every splat.
+func judgeUser(res *Result, plan *images.RunPlan, text []byte) {
+	res.Report = &ktap.Report{Plan: -1}
+	res.Init = initLines(text)
+	_, ended := res.Init["end"]
+	if !ended && !res.TimedOut {
+		res.Problems = append(res.Problems, "the guest's /init never reported its end (crash or hang before power-off)")
+	}
+	res.User = parseUser(plan, consoleLines(text), res.KernelLog)
+	res.Problems = append(res.Problems, res.User.Problems(ended)...)
+	for _, s := range res.Splats {
+		res.Problems = append(res.Problems, "kernel splat: "+s.String())
+	}
+}
+
 // parseUser reads /init's report of a user run (the results port's text, or the console's
 // when that never arrived; the console lacks the framed output lines).
 func parseUser(plan *images.RunPlan, report []string, kernelLog []string) *UserReport {
