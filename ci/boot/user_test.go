@@ -199,3 +199,35 @@ func TestCmdlineUserRun(t *testing.T) {
 		t.Errorf("user cmdline %q: want no quiet, no test arguments, the appended ones last", user)
 	}
 }
+
+// TestJudgeUser: a guest that died in insmod (no end line, a panic on the console) fails with
+// the reasons named; a timeout does not also claim a missing end.
+func TestJudgeUser(t *testing.T) {
+	plan := &images.RunPlan{Modules: []images.PlanModule{{Name: "mydrv"}}, Commands: []string{"true"}}
+	crash := &Result{Splats: []Splat{{Kind: "panic", Title: "Kernel panic - not syncing: x", Source: "console"}}}
+	judgeUser(crash, plan, []byte("# vgpu-init: begin module mydrv\n[ 1.0] Kernel panic - not syncing: x\n"))
+	want := []string{"never reported its end", "module mydrv: never finished loading", "run 1 `true`: did not finish", "kernel splat: panic: Kernel panic - not syncing: x"}
+	if len(crash.Problems) != len(want) {
+		t.Fatalf("problems %q, want %d", crash.Problems, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(crash.Problems[i], w) {
+			t.Errorf("problem %d %q, want %q", i, crash.Problems[i], w)
+		}
+	}
+	if !crash.Failed() || crash.Report == nil {
+		t.Error("a crashed user run must fail and have an (empty) report")
+	}
+	hung := &Result{TimedOut: true}
+	judgeUser(hung, plan, []byte("# vgpu-init: module mydrv rc=0 cs=1\n# vgpu-init: begin run 1\n"))
+	for _, p := range hung.Problems {
+		if strings.Contains(p, "never reported its end") || strings.Contains(p, "never unloaded") {
+			t.Errorf("timed-out run: %q", p)
+		}
+	}
+	ok := &Result{}
+	judgeUser(ok, plan, []byte("# vgpu-init: module mydrv rc=0 cs=1\n# vgpu-init: run 1 rc=0 cs=1\n# vgpu-init: unload mydrv rc=0\n# vgpu-init: irqs mydrv=0\n# vgpu-init: end\n"))
+	if ok.Failed() {
+		t.Errorf("clean run failed: %q", ok.Problems)
+	}
+}
