@@ -24,7 +24,8 @@
 #
 # A user run (the initramfs has /etc/vgpu-run/plan; `vgpu run --module/--run/--add`) replaces
 # steps 3 and 4: no vgpu_test.ko, no waiting for its done line. /init loads the modules listed
-# in /etc/vgpu-run/modules ("NAME PATH ARGS..." lines, in order), runs each /etc/vgpu-run/run/NNN
+# in /etc/vgpu-run/modules ("NAME PATH ARGS..." lines, in order; NAME.PARAM=VALUE words of the
+# kernel command line come first, as modprobe does it), runs each /etc/vgpu-run/run/NNN
 # with sh (output to the console and, framed, into the report), unloads what it loaded in
 # reverse order and reports:
 #
@@ -175,6 +176,15 @@ frame() {
 	sed "s/^/${P}out $1: /" "$2" >>"$REPORT"
 }
 
+# cmdline_params NAME: the NAME.PARAM=VALUE words of the kernel command line, as PARAM=VALUE
+# (what modprobe adds to a module's parameters; busybox insmod does not).
+cmdline_params() {
+	read -r cl </proc/cmdline
+	for w in $cl; do
+		case "$w" in "$1".*=*) printf '%s ' "${w#"$1".}" ;; esac
+	done
+}
+
 # The user's plan: modules, commands, unload.
 user_run() {
 	R=/etc/vgpu-run
@@ -188,7 +198,7 @@ user_run() {
 		echo "${P}begin module $name"
 		t0=$(centis)
 		# shellcheck disable=SC2086 # the arguments are words
-		insmod "$path" $args >"/run/m-$name.out" 2>&1 </dev/null
+		insmod "$path" $(cmdline_params "$name") $args >"/run/m-$name.out" 2>&1 </dev/null
 		mrc=$?
 		cat "/run/m-$name.out"
 		frame "m-$name" "/run/m-$name.out"

@@ -59,6 +59,7 @@ static int mydrv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		return ret;
 	md->regs = pcim_iomap_table(pdev)[MYDRV_BAR_REGS];
+	dev_dbg(&pdev->dev, "BAR%d mapped\n", MYDRV_BAR_REGS); /* shown with dyndbg */
 	md->magic = readl(md->regs + MYDRV_REG_ID_MAGIC);
 	dev_info(&pdev->dev, "ID_MAGIC=%#010x%s\n", md->magic,
 		 md->magic == MYDRV_MAGIC ? "" : " (unexpected)");
