@@ -253,7 +253,8 @@ func TestUserDriver(t *testing.T) {
 	})
 
 	t.Run("warn-on", func(t *testing.T) {
-		code, out, stderr, r := userRunStderr(t, append(example, "--module", "mydrv=warn=1", "--console", "--append", "loglevel=8")...)
+		// The parameter comes from the kernel command line (NAME.PARAM=VALUE, as modprobe does).
+		code, out, stderr, r := userRunStderr(t, append(example, "--append", "mydrv.warn=1", "--console", "--append", "loglevel=8")...)
 		b := r.Boots[0]
 		if code != 1 || r.Passed {
 			t.Fatalf("exit %d, passed %v: want 1 and false (a WARNING fails the run)", code, r.Passed)
@@ -274,8 +275,8 @@ func TestUserDriver(t *testing.T) {
 			}
 		}
 		cmdline := strings.TrimSpace(regexp.MustCompile(`Command line: .*`).FindString(stderr))
-		if !strings.HasSuffix(cmdline, " loglevel=8") || strings.Contains(cmdline, " quiet") {
-			t.Errorf("kernel command line %q: want loglevel=8 appended and no quiet", cmdline)
+		if !strings.HasSuffix(cmdline, " mydrv.warn=1 loglevel=8") || strings.Contains(cmdline, " quiet") {
+			t.Errorf("kernel command line %q: want mydrv.warn=1 loglevel=8 appended and no quiet", cmdline)
 		}
 		for _, w := range []string{"SPLAT   WARNING: CPU:", "kernel WARNING report", "Call Trace:"} {
 			if !strings.Contains(out, w) {
