@@ -13,7 +13,17 @@
 // every descriptor to the right message: Linux ends a stream read right after the segment that
 // carried descriptors, and senders attach them to the first bytes of their message, so they
 // belong to the message holding the last byte of that read. Writes hold one mutex per message,
-// loop on partial sendmsg, and attach descriptors to the first chunk only.
+// loop on partial sends, and attach descriptors to the first chunk only; a small message
+// without descriptors (every reply to a register access) is copied into one buffer and sent
+// with one send(2), the rest with sendmsg(2) and iovecs.
+//
+// The server's socket is blocking and outside the runtime's poller (NewBlockingConn): the
+// reader waits inside recvmsg, so a trapped access costs one recvmsg and one send, as in a C
+// server, instead of a failed recvmsg, an epoll_wait and a scheduler round before the read that
+// succeeds (and a wake-up of whichever thread sleeps in epoll_wait on every message). Sends try
+// without blocking first and without the runtime's system call bookkeeping. Close shuts the
+// socket down, which wakes a blocked reader or writer; the descriptor is closed when the last
+// system call using it has returned, so its number cannot be reused under one.
 //
 // # Threading contract
 //
@@ -43,7 +53,9 @@
 // A round trip costs a handful of syscalls; on the machines vgpu runs on, handing each command
 // from a reader goroutine to a worker goroutine (and each reply back to a waiting caller) added
 // about a third to every trapped MMIO access, mostly in extra scheduler and netpoll work. So
-// the goroutine that reads a command runs it too, and there is no hand-off on the hot path.
+// the goroutine that reads a command runs it too, and there is no hand-off on the hot path; it
+// reads the next command into the same Message, and takes no lock but the session's own
+// (twice) and the write mutex. Debug logging is decided once per connection.
 //
 // The danger of that is a command that cannot finish before a DMA reply is read (an unmap that
 // waits for an engine's in-flight DMA; or a Device breaking the contract above). Two roles
