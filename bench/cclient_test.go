@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"vgpu/abi"
 	"vgpu/device"
 )
@@ -30,6 +32,18 @@ func TestCClient(t *testing.T) {
 	}
 	t.Cleanup(func() { dev.Close() })
 
+	var orig unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // Measure keeps this process off the measured CPU only while it runs
+		for _, tid := range threads() {
+			var m unix.CPUSet
+			if unix.SchedGetaffinity(tid, &m) == nil && m != orig {
+				t.Errorf("thread %d left with CPU mask %v, want %v", tid, m, orig)
+			}
+		}
+	})
 	scratch := rand.Uint32() | 1 // never 0: Want 0 would accept anything
 	enable := SetupWrite{Region: pciConfigRegion, Offset: 0x04, Size: 2, Value: 0x6}
 	tests := []struct {
@@ -55,12 +69,13 @@ func TestCClient(t *testing.T) {
 				t.Fatalf("read %#x, want %#x", r.Device.Value, tt.want)
 			}
 			for _, st := range []CStats{r.Device, r.Echo} {
-				if st.N != 300 || st.Min <= 0 || st.Min > st.Median || st.Median > st.P99 || st.P99 > st.Max {
+				if st.N != 300 || st.Min <= 0 || st.Min > st.Median || st.Median > st.P99 || st.P99 > st.Max ||
+					st.ClientCPU <= 0 || st.ServerCPU <= 0 {
 					t.Fatalf("implausible statistics: %+v", st)
 				}
 			}
-			t.Logf("CPU %d: device %v (p99 %v), echo %v (p99 %v), %v over", r.CPU,
-				r.Device.Median, r.Device.P99, r.Echo.Median, r.Echo.P99, r.Over())
+			t.Logf("CPU %d: device %v (p99 %v, server CPU %v), echo %v (p99 %v, server CPU %v), %v over", r.CPU,
+				r.Device.Median, r.Device.P99, r.Device.ServerCPU, r.Echo.Median, r.Echo.P99, r.Echo.ServerCPU, r.Over())
 		})
 	}
 }
@@ -111,12 +126,18 @@ func TestParseCStats(t *testing.T) {
 		want            CStats
 		wantErr         string
 	}{
-		{"device", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 value=0x55504756\n", "device",
-			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, Value: 0x55504756}, ""},
-		{"echo after noise", "warning\ncclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5\n", "echo",
-			CStats{N: 1, Min: 5, Median: 5, P99: 5, Max: 5, Mean: 5}, ""},
-		{"wrong mode", "cclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5\n", "device", CStats{}, "mode"},
-		{"missing field", "cclient mode=echo n=1 min_ns=5 p99_ns=5 max_ns=5 mean_ns=5\n", "echo", CStats{}, "median_ns"},
+		{"device", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 client_cpu_ns=7 server_cpu_ns=8 value=0x55504756\n", "device",
+			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, ClientCPU: 7, ServerCPU: 8, Value: 0x55504756}, ""},
+		{"device without server figure", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 client_cpu_ns=7 value=0x1\n", "device",
+			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, ClientCPU: 7, Value: 1}, ""},
+		{"echo after noise", "warning\ncclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3 server_cpu_ns=4\n", "echo",
+			CStats{N: 1, Min: 5, Median: 5, P99: 5, Max: 5, Mean: 5, ClientCPU: 3, ServerCPU: 4}, ""},
+		{"unknown fields ignored", "cclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3 new=9\n", "echo",
+			CStats{N: 1, Min: 5, Median: 5, P99: 5, Max: 5, Mean: 5, ClientCPU: 3}, ""},
+		{"wrong mode", "cclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3\n", "device", CStats{}, "mode"},
+		{"missing field", "cclient mode=echo n=1 min_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3\n", "echo", CStats{}, "median_ns"},
+		{"device without value", "cclient mode=device n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3\n", "device", CStats{}, "value"},
+		{"bad number", "cclient mode=echo n=1 min_ns=x median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3\n", "echo", CStats{}, "min_ns"},
 		{"no line", "", "echo", CStats{}, "no result line"},
 		{"bad field", "cclient mode=echo n\n", "echo", CStats{}, "bad field"},
 	}
@@ -140,12 +161,22 @@ func TestParseCStats(t *testing.T) {
 func TestMedianStats(t *testing.T) {
 	us := time.Microsecond
 	got := medianStats([]CStats{
-		{N: 5, Min: 3 * us, Median: 9 * us, P99: 20 * us, Max: 90 * us, Mean: 10 * us, Value: 7},
-		{N: 5, Min: 1 * us, Median: 8 * us, P99: 40 * us, Max: 50 * us, Mean: 9 * us, Value: 7},
-		{N: 5, Min: 2 * us, Median: 7 * us, P99: 30 * us, Max: 70 * us, Mean: 11 * us, Value: 7},
+		{N: 5, Min: 3 * us, Median: 9 * us, P99: 20 * us, Max: 90 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 6 * us, Value: 7},
+		{N: 5, Min: 1 * us, Median: 8 * us, P99: 40 * us, Max: 50 * us, Mean: 9 * us, ClientCPU: 5 * us, ServerCPU: 4 * us, Value: 7},
+		{N: 5, Min: 2 * us, Median: 7 * us, P99: 30 * us, Max: 70 * us, Mean: 11 * us, ClientCPU: 3 * us, ServerCPU: 5 * us, Value: 7},
 	})
-	want := CStats{N: 5, Min: 2 * us, Median: 8 * us, P99: 30 * us, Max: 70 * us, Mean: 10 * us, Value: 7}
+	want := CStats{N: 5, Min: 2 * us, Median: 8 * us, P99: 30 * us, Max: 70 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 5 * us, Value: 7}
 	if got != want {
 		t.Fatalf("unexpected medians (-want +got):\n-%+v\n+%+v", want, got)
 	}
+}
+
+// BenchmarkCClientRegionRead is the C client's figure as a Go benchmark (it measures
+// internally, beside its echo; b.N is not used).
+func BenchmarkCClientRegionRead(b *testing.B) {
+	report(b, func() (Result, error) {
+		r, err := CClientRegionRead()
+		b.Log(r.Note)
+		return r, err
+	})
 }

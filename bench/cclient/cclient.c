@@ -5,19 +5,24 @@
 // the server's own cost per message (its syscalls, scheduling and code).
 //
 // Usage:
-//   cclient [-c CPU] [-n N] [-W WARMUP] [-w REGION:OFFSET:SIZE:VALUE]... device SOCKET REGION OFFSET
+//   cclient [-c CPU] [-n N] [-W WARMUP] [-s SCHEDSTAT] [-w REGION:OFFSET:SIZE:VALUE]... device SOCKET REGION OFFSET
 //   cclient [-c CPU] [-n N] [-W WARMUP] echo
 //
 // device: connect to SOCKET, negotiate VERSION, apply the -w setup writes (REGION_WRITE, e.g.
 // the PCI command register so BARs decode), then time N 4-byte REGION_READs of REGION at
 // OFFSET after WARMUP untimed ones. Every reply is checked (id, command, size, echoed access);
 // every value read must be the same (a register that does not change while measured).
+// -s names the /proc/PID/task/TID/schedstat file of the server thread that serves the
+// connection: its CPU time over the timed loop is reported per round trip.
 // echo: fork a server that answers each 32-byte request with a 36-byte reply (the sizes of a
 // REGION_READ of 4 bytes) over a socketpair, and time the same round trip against it.
 //
 // Output: one line on stdout,
-//   cclient mode=device n=N min_ns=.. median_ns=.. p99_ns=.. max_ns=.. mean_ns=.. value=0x..
-// (value only in device mode). Errors go to stderr with exit status 1.
+//   cclient mode=device n=N min_ns=.. median_ns=.. p99_ns=.. max_ns=.. mean_ns=.. client_cpu_ns=..
+//           [server_cpu_ns=..] value=0x..
+// (value only in device mode; server_cpu_ns in echo mode and with -s). The CPU times are per
+// timed round trip, user and system, from schedstat: with both ends on one CPU they show where
+// a round trip's time goes. Errors go to stderr with exit status 1.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -87,6 +92,19 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// cpu_ns reads the CPU time (ns) a thread has run from its schedstat file.
+static uint64_t cpu_ns(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		die("open %s: %s", path, strerror(errno));
+	unsigned long long ns;
+	if (fscanf(f, "%llu", &ns) != 1)
+		die("no CPU time in %s", path);
+	fclose(f);
+	return ns;
 }
 
 static void send_all(int fd, const uint8_t *b, size_t n)
@@ -267,7 +285,7 @@ static struct setup_write parse_write(const char *s)
 
 static void usage(void)
 {
-	fputs("usage: cclient [-c CPU] [-n N] [-W WARMUP] [-w REGION:OFFSET:SIZE:VALUE]... device SOCKET REGION OFFSET\n"
+	fputs("usage: cclient [-c CPU] [-n N] [-W WARMUP] [-s SCHEDSTAT] [-w REGION:OFFSET:SIZE:VALUE]... device SOCKET REGION OFFSET\n"
 	      "       cclient [-c CPU] [-n N] [-W WARMUP] echo\n",
 	      stderr);
 	exit(2);
@@ -278,8 +296,11 @@ int main(int argc, char **argv)
 	long n = 10000, warmup = 1000;
 	int cpu = -1, nsetup = 0, opt;
 	struct setup_write setup[MAX_SETUP];
-	while ((opt = getopt(argc, argv, "c:n:W:w:")) != -1) {
+	const char *server_stat = NULL;
+	char child_stat[64];
+	while ((opt = getopt(argc, argv, "c:n:W:s:w:")) != -1) {
 		switch (opt) {
+		case 's': server_stat = optarg; break;
 		case 'c': cpu = (int)parse_num(optarg, "CPU"); break;
 		case 'n': n = parse_num(optarg, "count"); break;
 		case 'W': warmup = parse_num(optarg, "warm-up count"); break;
@@ -326,6 +347,8 @@ int main(int argc, char **argv)
 		}
 		close(sv[1]);
 		fd = sv[0];
+		snprintf(child_stat, sizeof(child_stat), "/proc/%d/schedstat", (int)child);
+		server_stat = child_stat;
 	}
 	put_header(req, 0, CMD_REGION_READ, READ_REQ, 0);
 	put64(req + HDR, offset);
@@ -337,8 +360,14 @@ int main(int argc, char **argv)
 		die("out of memory for %ld samples", n);
 	uint32_t value = 0;
 	uint16_t id = 0x100;
+	uint64_t client0 = 0, server0 = 0;
 	for (long i = -warmup; i < n; i++) {
 		id++;
+		if (i == 0) {
+			client0 = cpu_ns("/proc/self/schedstat");
+			if (server_stat)
+				server0 = cpu_ns(server_stat);
+		}
 		uint64_t t0 = now_ns();
 		round_trip(fd, req, reply, id);
 		uint64_t t1 = now_ns();
@@ -356,6 +385,10 @@ int main(int argc, char **argv)
 		else if (v != value)
 			die("register changed while measured: %#" PRIx32 " then %#" PRIx32, value, v);
 	}
+	// The server is blocked in recv now, so its figure is up to date; ours is brought up to
+	// date by the read itself.
+	uint64_t client_cpu = (cpu_ns("/proc/self/schedstat") - client0) / (uint64_t)n;
+	uint64_t server_cpu = server_stat ? (cpu_ns(server_stat) - server0) / (uint64_t)n : 0;
 	close(fd);
 	if (child > 0) {
 		int st;
@@ -371,6 +404,9 @@ int main(int argc, char **argv)
 	printf("cclient mode=%s n=%ld min_ns=%" PRIu64 " median_ns=%" PRIu64 " p99_ns=%" PRIu64 " max_ns=%" PRIu64
 	       " mean_ns=%" PRIu64,
 	       device ? "device" : "echo", n, ns[0], ns[n / 2], ns[p99], ns[n - 1], sum / (uint64_t)n);
+	printf(" client_cpu_ns=%" PRIu64, client_cpu);
+	if (server_stat)
+		printf(" server_cpu_ns=%" PRIu64, server_cpu);
 	if (device)
 		printf(" value=%#" PRIx32, value);
 	printf("\n");
