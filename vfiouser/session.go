@@ -123,7 +123,8 @@ func (ss *session) readLoop() {
 		}
 		if m.IsReply() {
 			ss.peer.complete(m)
-			m.CloseFDs() // replies to DMA requests never carry fds
+			ss.conn.yieldBeforeBlocking() // the caller waiting for this reply is runnable now
+			m.CloseFDs()                  // replies to DMA requests never carry fds
 			trimPayload(m)
 			continue
 		}
@@ -268,6 +269,11 @@ func (ss *session) handle(m *Message) {
 		// After the VERSION reply, so no DMA request of the device can overtake it.
 		ss.connected = true
 		ss.dev.Connected(ss.peer)
+	}
+	if m.Cmd != CmdRegionRead {
+		// Writes ring doorbells and start engines; maps, IRQ changes and resets wake or
+		// stop them. A register read is assumed not to: it is the hot path.
+		ss.conn.yieldBeforeBlocking()
 	}
 }
 
