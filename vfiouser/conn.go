@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -118,7 +119,7 @@ func NewConn(uc *net.UnixConn) (*Conn, error) {
 // NewBlockingConn wraps a connected unix stream socket in blocking mode: ReadMessage waits
 // inside recvmsg, WriteMessage inside its send, and the socket is not registered with the
 // runtime's poller at all. The Conn owns uc from then on (it keeps a duplicate of its
-// descriptor and closes uc). There are no read deadlines.
+// descriptor and closes uc). Read deadlines are receive timeouts (see SetReadDeadline).
 //
 // Why: through the poller a message costs a recvmsg that fails with EAGAIN, an epoll_wait and a
 // scheduler round before the recvmsg that returns it — and every message wakes whichever idle
@@ -189,13 +190,27 @@ func (c *Conn) isClosed() bool {
 }
 
 // SetReadDeadline bounds the blocking of ReadMessage (see net.Conn). A read that times out
-// leaves the stream in an unknown state: treat it as the end of the connection. A blocking
-// Conn has no deadlines.
+// fails with os.ErrDeadlineExceeded and leaves the stream in an unknown state: treat it as the
+// end of the connection. A blocking Conn has no poller to keep an absolute deadline: it gives
+// the socket a receive timeout (SO_RCVTIMEO) of the time left, which bounds each wait inside
+// ReadMessage rather than all of them together; the zero time removes it.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.uc == nil {
-		return errors.New("vfio-user: a blocking connection has no read deadline")
+	if c.sfd == nil {
+		return c.uc.SetReadDeadline(t)
 	}
-	return c.uc.SetReadDeadline(t)
+	var tv unix.Timeval
+	if !t.IsZero() {
+		left := max(time.Until(t), time.Microsecond) // a timeout of zero would mean none
+		tv = unix.NsecToTimeval(left.Nanoseconds())
+	}
+	if !c.sfd.acquire() {
+		return net.ErrClosed
+	}
+	defer c.sfd.release()
+	if err := unix.SetsockoptTimeval(c.sfd.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fmt.Errorf("vfio-user: receive timeout: %w", err)
+	}
+	return nil
 }
 
 // ReadMessage reads the next whole message into m, reusing m.Payload's storage. Any error ends
@@ -334,7 +349,9 @@ func (c *Conn) recv(p []byte, at uint64) (int, error) {
 	} else if !c.sfd.acquire() {
 		err = net.ErrClosed
 	} else {
-		c.recvOnce(uintptr(c.sfd.fd))
+		if !c.recvOnce(uintptr(c.sfd.fd)) {
+			err = os.ErrDeadlineExceeded // the receive timeout of SetReadDeadline expired
+		}
 		c.sfd.release()
 	}
 	c.riov.Base = nil // do not pin the caller's buffer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -80,8 +81,9 @@ func TestConnMessages(t *testing.T) {
 	}
 }
 
-// TestBlockingConnClose: Close wakes a reader blocked in recvmsg and a writer blocked in a full
-// socket, both with net.ErrClosed, and leaves no descriptor behind.
+// TestBlockingConnClose: a read deadline times a read out; Close wakes a reader blocked in
+// recvmsg and a writer blocked in a full socket, both with net.ErrClosed, and leaves no
+// descriptor behind.
 func TestBlockingConnClose(t *testing.T) {
 	before := openFDs(t)
 	a, b, err := vfiousertest.Socketpair()
@@ -92,8 +94,25 @@ func TestBlockingConnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetReadDeadline(time.Now()); err == nil {
-		t.Error("a blocking Conn accepted a read deadline")
+	// A read deadline is a receive timeout: the read fails with os.ErrDeadlineExceeded.
+	if err := c.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	timedOut := make(chan error, 1)
+	go func() {
+		var m vfiouser.Message
+		timedOut <- c.ReadMessage(&m)
+	}()
+	select {
+	case err := <-timedOut:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("unexpected error (-want +got):\n-%v\n+%v", os.ErrDeadlineExceeded, err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("read with a deadline still blocked")
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
 	}
 	read := make(chan error, 1)
 	go func() {
