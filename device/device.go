@@ -310,9 +310,6 @@ func (d *Device) Disconnected() {
 	d.mem.UnmapAll()
 	d.irqs.Close()
 	d.clearBusMaster()
-	d.regMu.Lock()
-	d.gpu.stopEngines()
-	d.regMu.Unlock()
 }
 
 // clearBusMaster clears COMMAND.Bus Master Enable as a driver's pci_clear_master would: DMA and
@@ -376,7 +373,6 @@ func (d *Device) Close() error {
 		d.stopEngines(eventClose)
 	}
 	d.gpu.close()
-	d.selftest.wait(quiesceTimeout)
 	var errs []error
 	if d.irqs != nil {
 		d.irqs.Close()

@@ -46,7 +46,7 @@ func (d *Device) newGPU() {
 	g.mmu.SetOnWrite(g.cp.Wake)
 }
 
-// resetGPU returns the core to power-on state: engines first, then what they use.
+// reset returns the core to power-on state: engines first, then what they use.
 func (g *gpu) reset() {
 	g.cp.Reset()
 	g.ih.Reset()
@@ -59,13 +59,6 @@ func (g *gpu) reset() {
 
 // close stops the engines for good: the CP's goroutines (bounded wait) and the L2's
 // maintenance pass.
-// stopEngines resets the parts of the core that do work on their own (the CP's queues, the
-// IH's backlog and ring) and keeps configuration (GART, L2 mode, HDP, CONFIG registers).
-func (g *gpu) stopEngines() {
-	g.cp.Reset()
-	g.ih.Reset()
-}
-
 func (g *gpu) close() {
 	if g.cp != nil {
 		g.cp.Close()

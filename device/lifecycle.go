@@ -2,6 +2,7 @@ package device
 
 import (
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,13 +14,14 @@ import (
 //
 //  1. cut the device off from guest memory: Bus Master off in dma.Space, which waits for
 //     copies through mmap in flight and stops message accesses in flight (dma's revocations);
-//  2. stop every engine without waiting for any goroutine: cp.Reset makes every queue
-//     goroutine of the old activations unable to call out again, the self-test DMA and the
-//     L2's maintenance pass forget their work;
-//  3. wait (bounded) until no engine call-out that began before the cut-off is in flight:
-//     after step 1 each such call fails or finishes within a memory copy, so this takes
-//     microseconds; one that does not finish in time is counted (Diagnostics) and can still
-//     never act again;
+//  2. stop every engine without waiting for any goroutine: cp.Reset revokes every queue
+//     activation (its goroutine can never call out again), the self-test forgets its transfer
+//     (whose write is refused by the cut-off epoch it recorded), the IH drops its backlog and
+//     ring setup, and the L2's maintenance pass forgets its request;
+//  3. wait (bounded, one bound for all) until no engine work that began before the cut-off is
+//     in flight: CP call-outs, a self-test transfer, an IH ring write. After step 1 each fails
+//     or finishes within a memory copy, so this takes microseconds; one that does not finish
+//     in time is counted (Diagnostics) and can still never act again;
 //  4. return the state to its reset value under the register lock.
 //
 // The vfio-user worker never waits on the client in any of this: nothing in steps 1-4 sends a
@@ -53,10 +55,25 @@ func (d *Device) stopEngines(ev lifecycleEvent) {
 	d.mem.SetBusMaster(false)
 	d.gpu.cp.Reset()
 	d.selftest.reset()
-	if !d.gpu.cp.Quiesce(quiesceTimeout) {
+	d.gpu.ih.Reset()
+	d.gpu.cache.StopMaintenance()
+	// Each engine is waited for in turn, all within one bound.
+	deadline := time.Now().Add(quiesceTimeout)
+	left := func() time.Duration { return max(time.Until(deadline), 0) }
+	var stuck []string
+	if !d.gpu.cp.Quiesce(left()) {
+		stuck = append(stuck, "cp")
+	}
+	if !d.selftest.wait(left()) {
+		stuck = append(stuck, "selftest")
+	}
+	if !d.gpu.ih.Quiesce(left()) {
+		stuck = append(stuck, "ih")
+	}
+	if len(stuck) > 0 {
 		d.stats.stragglers.Add(1)
-		d.rl.Warn("lifecycle-straggler", "an engine call-out was still in flight after the cut-off; it is fenced off by its generation",
-			"event", string(ev), "waited", quiesceTimeout)
+		d.rl.Warn("lifecycle-straggler", "an engine was still at work after the cut-off; it is fenced off (generation, cut-off epoch)",
+			"event", string(ev), "engines", strings.Join(stuck, ","), "waited", quiesceTimeout)
 	}
 }
 

@@ -252,3 +252,66 @@ func TestResetsStopEngines(t *testing.T) {
 		})
 	}
 }
+
+// TestSelftestDMAStopsAtCutOff: a self-test transfer accepted before an FLR or a disconnect
+// never lands after it, even when Bus Master is on again at once (the transfer's write races
+// the cut-off, so each case is tried several times).
+func TestSelftestDMAStopsAtCutOff(t *testing.T) {
+	const iova, n, tries = 0x1_0000_0000, abi.SELFTEST_DMA_MAX_LEN, 10
+	start := func(t *testing.T, r *rig) *vfiousertest.GuestMemory {
+		mem, err := vfiousertest.NewGuestMemory(2 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mem.Close() })
+		if err := r.c.DMAMap(iova, mem, 0, 2<<20, vfiousertest.MapOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r.enable(true)
+		r.setReg(abi.REG_SELFTEST_DMA_ADDR_LO, uint32(iova&0xffffffff))
+		r.setReg(abi.REG_SELFTEST_DMA_ADDR_HI, uint32(iova>>32))
+		r.setReg(abi.REG_SELFTEST_DMA_LEN, n)
+		r.setReg(abi.REG_SELFTEST_DMA_PATTERN, 0xA0000000)
+		r.setReg(abi.REG_SELFTEST_DMA_CTRL, abi.REG_SELFTEST_DMA_CTRL__GO_MASK)
+		return mem
+	}
+	landed := func(mem *vfiousertest.GuestMemory) bool {
+		time.Sleep(20 * time.Millisecond)
+		b := mem.Bytes()
+		return b[0] != 0 || b[n-4] != 0
+	}
+	t.Run("FLR", func(t *testing.T) {
+		for i := range tries {
+			r := newRig(t)
+			mem := start(t, r)
+			exp := r.findCap(0x10)
+			r.cfgWrite(exp+8, 2, r.cfgRead(exp+8, 2)|1<<15)
+			r.enable(true) // the driver brings the function back up at once
+			clear(mem.Bytes()[:n])
+			if landed(mem) {
+				t.Fatalf("try %d: a transfer accepted before the FLR landed after it", i)
+			}
+		}
+	})
+	t.Run("disconnect", func(t *testing.T) {
+		for i := range tries {
+			dev := newSharedDevice(t)
+			t.Run("first client", func(t *testing.T) {
+				start(t, &rig{t: t, dev: dev, c: vfiousertest.NewPair(t, dev)})
+			})
+			r := &rig{t: t, dev: dev, c: vfiousertest.NewPair(t, dev)}
+			mem, err := vfiousertest.NewGuestMemory(2 << 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mem.Close() })
+			if err := r.c.DMAMap(iova, mem, 0, 2<<20, vfiousertest.MapOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			r.enable(true)
+			if landed(mem) {
+				t.Fatalf("try %d: the first client's transfer landed in the next client's memory", i)
+			}
+		}
+	})
+}

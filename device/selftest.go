@@ -27,15 +27,16 @@ type selfTest struct {
 	running    sync.WaitGroup
 }
 
-// wait waits up to timeout for transfers still running (Close); their DMA fails once the
-// device is cut off, so this is short.
-func (s *selfTest) wait(timeout time.Duration) {
+// wait waits up to timeout for transfers still running and reports whether they ended; their
+// DMA fails once the device is cut off, so this is short.
+func (s *selfTest) wait(timeout time.Duration) bool {
 	done := make(chan struct{})
 	go func() { s.running.Wait(); close(done) }()
 	select {
 	case <-done:
+		return true
 	case <-time.After(timeout):
-		s.d.log.Error("close: a self-test transfer is still running", "waited", timeout)
+		return false
 	}
 }
 
@@ -122,6 +123,7 @@ type dmaJob struct {
 	irq        bool
 	vector     int
 	generation uint64
+	epoch      uint64 // dma.Space's cut-off count when the job was accepted
 }
 
 // start launches a transfer on its own goroutine; s.mu is held. The worker must not do the DMA
@@ -132,6 +134,7 @@ func (s *selfTest) start(ctrl uint32) {
 		irq:        ctrl&abi.REG_SELFTEST_DMA_CTRL__IRQ_EN_MASK != 0,
 		vector:     int((ctrl & abi.REG_SELFTEST_DMA_CTRL__IRQ_VECTOR_MASK) >> abi.REG_SELFTEST_DMA_CTRL__IRQ_VECTOR__SHIFT),
 		generation: s.generation,
+		epoch:      s.d.mem.Epoch(),
 	}
 	s.status = abi.SELFTEST_DMA_STATUS_BUSY
 	s.running.Add(1)
@@ -166,10 +169,14 @@ func (s *selfTest) transfer(job dmaJob) uint32 {
 	for i := 0; i < len(buf); i += 4 {
 		binary.LittleEndian.PutUint32(buf[i:], job.pattern+uint32(i/4))
 	}
-	err := s.d.mem.Write(job.addr, buf)
+	// Accepted before a cut-off, refused after it: a reset or disconnect between the register
+	// write and this access must not let the transfer land (in the next client's memory).
+	err := s.d.mem.WriteEpoch(job.epoch, job.addr, buf)
 	switch {
 	case err == nil:
 		return abi.SELFTEST_DMA_STATUS_DONE
+	case errors.Is(err, dma.ErrRevoked):
+		return abi.SELFTEST_DMA_STATUS_ERR_BUS_MASTER // not reported: the generation moved too
 	case errors.Is(err, dma.ErrBusMasterOff):
 		rl.Warn("selftest-bus-master", "self-test DMA refused: Bus Master Enable is off", where...)
 		return abi.SELFTEST_DMA_STATUS_ERR_BUS_MASTER

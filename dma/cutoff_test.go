@@ -136,3 +136,30 @@ func TestCutOffAbandonsWaitingMessage(t *testing.T) {
 		t.Error("a late answer was copied into the caller's buffer")
 	}
 }
+
+// TestWriteEpoch: work accepted before a cut-off is refused after it, even with Bus Master on
+// again; work accepted after it goes through.
+func TestWriteEpoch(t *testing.T) {
+	s := NewSpace(nil)
+	s.SetBusMaster(true)
+	f := newMemfd(t, 0x1000, 0)
+	if err := s.Map(Mapping{IOVA: 0x10000, Size: 0x1000, Read: true, Write: true, File: f}); err != nil {
+		t.Fatal(err)
+	}
+	old := s.Epoch()
+	if err := s.WriteEpoch(old, 0x10000, []byte{1}); err != nil {
+		t.Fatalf("no cut-off yet: %v", err)
+	}
+	s.SetBusMaster(false)
+	s.SetBusMaster(true)
+	if err := s.WriteEpoch(old, 0x10000, []byte{2}); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("after a cut-off: err %v, want ErrRevoked", err)
+	}
+	if err := s.WriteEpoch(s.Epoch(), 0x10000, []byte{3}); err != nil {
+		t.Fatalf("new work: %v", err)
+	}
+	b := make([]byte, 1)
+	if err := s.Read(0x10000, b); err != nil || b[0] != 3 {
+		t.Fatalf("memory %v, %v; want 3 (the refused write must not land)", b, err)
+	}
+}

@@ -135,12 +135,16 @@ func (c *fakeClient) DMARead(iova uint64, p []byte) error  { return c.do(false, 
 func (c *fakeClient) DMAWrite(iova uint64, p []byte) error { return c.do(true, iova, p) }
 
 func (c *fakeClient) do(write bool, iova uint64, p []byte) error {
+	// Recorded before the hook runs: a hook that cuts the device off makes the access return
+	// at once, and the call in flight must still be seen.
+	c.mu.Lock()
+	c.calls = append(c.calls, call{write, iova, len(p)})
+	c.mu.Unlock()
 	if c.hook != nil {
 		c.hook()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = append(c.calls, call{write, iova, len(p)})
 	if c.err != nil {
 		return c.err
 	}

@@ -312,6 +312,18 @@ func (s *Space) SetBusMaster(on bool) {
 	s.mu.Unlock()
 }
 
+// Epoch returns the count of cut-offs so far. An engine that accepts work on the worker (a
+// register write that starts a transfer) records it, and makes its accesses with WriteEpoch:
+// a cut-off in between (reset, FLR, disconnect) then refuses them, even if Bus Master has been
+// turned on again since.
+func (s *Space) Epoch() uint64 { return s.revocations.Load() }
+
+// WriteEpoch is Write that fails with ErrRevoked when a cut-off happened since epoch. The check
+// is made under the lock that cut-offs take, so it is exact.
+func (s *Space) WriteEpoch(epoch, iova uint64, p []byte) error {
+	return s.accessEpoch(iova, p, true, false, epoch, true)
+}
+
 // Read copies guest memory at iova into p. Failures are *FaultError.
 func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false, false) }
 
@@ -335,10 +347,18 @@ type msgSeg struct {
 }
 
 func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
+	return s.accessEpoch(iova, p, write, directOnly, 0, false)
+}
+
+func (s *Space) accessEpoch(iova uint64, p []byte, write, directOnly bool, epoch uint64, checkEpoch bool) error {
 	if len(p) > MaxAccess {
 		return s.fault(iova, p, write, iova, fmt.Sprintf("longer than %d bytes", MaxAccess), ErrTooLarge)
 	}
 	s.mu.RLock()
+	if checkEpoch && s.revocations.Load() != epoch {
+		s.mu.RUnlock()
+		return s.fault(iova, p, write, iova, "work started before a cut-off (reset, FLR, disconnect)", ErrRevoked)
+	}
 	if !s.busMaster {
 		s.mu.RUnlock()
 		return s.fault(iova, p, write, iova, "Bus Master Enable is clear", ErrBusMasterOff)

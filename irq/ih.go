@@ -163,6 +163,26 @@ func (h *IH) Reset() {
 	h.mu.Unlock()
 }
 
+// Quiesce waits up to timeout until no goroutine holds the writer role, and reports whether
+// that happened. After Reset the backlog is empty and the ring disabled, so a writer finishes
+// the one memory write it may be in and stops: the life-cycle contract's "no engine write in
+// flight" for the IH (a hand-off goroutine included).
+func (h *IH) Quiesce(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		h.mu.Lock()
+		busy := h.writing
+		h.mu.Unlock()
+		if !busy {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
 func (h *IH) resetLocked() {
 	h.cntl = ihCntlReset
 	h.baseLo, h.baseHi, h.rptr, h.wptr, h.overflow = 0, 0, 0, 0, false

@@ -94,6 +94,10 @@ func (m *maintenance) reset() {
 	m.mu.Unlock()
 }
 
+// StopMaintenance forgets the pending request and the status, as Reset does, without touching
+// the lines (a disconnect keeps the L2's VRAM data).
+func (c *Cache) StopMaintenance() { c.maint.reset() }
+
 // Close stops accepting L2_CONTROL requests and waits for a pass in progress. Its memory
 // accesses are bounded (direct copies; memory that is not direct is never cached), so the wait
 // is too.
