@@ -178,16 +178,26 @@ func (l *loadRig) readLatencies(n int, until time.Time) ([]time.Duration, error)
 	return lat, nil
 }
 
+// maxLoadedReads bounds the reads RegionReadUnderLoad keeps.
+const maxLoadedReads = 1 << 17
+
 // RegionReadUnderLoad is the median and p99 of a trapped register read (Go client,
 // REGION_READ of ID_MAGIC) while 16 queues self-kick, beside the same figures with the queues
-// idle: samples reads idle, then up to samples reads under load for at most maxTime.
-func RegionReadUnderLoad(samples int, maxTime time.Duration) ([]Result, error) {
+// idle: idleReads reads idle, then reads one after another under load for loadedFor (at most
+// maxLoadedReads). Reading for a fixed time rather than a fixed count keeps the rare long
+// stalls, which a fast run of reads could miss, in the figure.
+func RegionReadUnderLoad(idleReads int, loadedFor time.Duration) (rs []Result, err error) {
 	l, err := newLoadRig()
 	if err != nil {
 		return nil, fmt.Errorf("register read under load: set-up: %w", err)
 	}
-	defer l.Close()
-	idle, err := l.readLatencies(samples, time.Time{})
+	defer func() {
+		// The device process must end cleanly once its client hangs up.
+		if cerr := l.Close(); cerr != nil && err == nil {
+			rs, err = nil, fmt.Errorf("register read under load: %w", cerr)
+		}
+	}()
+	idle, err := l.readLatencies(idleReads, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("register read, queues idle: %w", err)
 	}
@@ -195,7 +205,7 @@ func RegionReadUnderLoad(samples int, maxTime time.Duration) ([]Result, error) {
 		return nil, fmt.Errorf("register read under load: %w", err)
 	}
 	start := time.Now()
-	loaded, err := l.readLatencies(samples, start.Add(maxTime))
+	loaded, err := l.readLatencies(maxLoadedReads, start.Add(loadedFor))
 	took := time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("register read under load: %w", err)

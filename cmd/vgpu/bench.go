@@ -32,7 +32,7 @@ func runBench(args []string) error {
 		sizes = sizes[:2]
 	} else {
 		scenarios = append(scenarios,
-			func() ([]bench.Result, error) { return bench.RegionReadUnderLoad(2000, 5*time.Second) },
+			func() ([]bench.Result, error) { return bench.RegionReadUnderLoad(2000, 3*time.Second) },
 			one(func() (bench.Result, error) { return bench.IdleCPU(2 * time.Second) }))
 	}
 	for _, size := range sizes {
