@@ -99,7 +99,7 @@ func TestIdentityRegisters(t *testing.T) {
 		want uint32
 	}{
 		{abi.REG_ID_MAGIC, abi.ID_MAGIC_VALUE},
-		{abi.REG_ID_VERSION, abi.ID_VERSION_MAJOR << 16},
+		{abi.REG_ID_VERSION, abi.ID_VERSION_MAJOR<<16 | abi.ID_VERSION_MINOR},
 		{abi.REG_ID_VRAM_SIZE_LO, 64 << 20},
 		{abi.REG_ID_VRAM_SIZE_HI, 0},
 		{abi.REG_ID_VRAM_WINDOW_LO, 16 << 20},

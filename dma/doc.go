@@ -56,10 +56,22 @@
 // arbiter of what is still mapped (it answers an access to unmapped memory with an error, which
 // comes back as a *FaultError wrapping the transport's error).
 //
+// # Cut-off
+//
+// Turning Bus Master off, UnmapAll and SetTransport are the device's cut-off from guest
+// memory (reset, FLR, disconnect). Each takes the write lock, so it returns only when no copy
+// through mmap is in flight, and advances a revocation count that a message access checks
+// before each message it sends: an access that began before the cut-off sends nothing after it
+// (ErrRevoked). A message already sent is a write the device made before the cut-off.
+//
+// ReadDirect and WriteDirect are the path for callers that must never wait (the L2 holds its
+// lock across them): they serve only mmapped memory and return ErrMessageServed, uncounted,
+// when any byte would need a message.
+//
 // # Errors
 //
 // Guest-caused failures are values: *FaultError, with errors.Is matching ErrUnmapped,
-// ErrPermission, ErrBusMasterOff, ErrNoTransport or ErrTooLarge. The engine records them in
+// ErrPermission, ErrBusMasterOff, ErrNoTransport, ErrTooLarge or ErrRevoked. The engine records them in
 // device state; they are counted in Stats and logged only at debug level. Map errors wrap the
 // errno the transport should reply with (EINVAL, ENOSPC).
 package dma

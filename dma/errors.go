@@ -35,6 +35,13 @@ var (
 	ErrNoTransport = errors.New("dma: no transport for message DMA")
 	// ErrTooLarge: the access is longer than MaxAccess.
 	ErrTooLarge = errors.New("dma: access longer than MaxAccess")
+	// ErrRevoked: the device was cut off from guest memory (Bus Master cleared, reset,
+	// disconnect) while a message access was in flight; its remaining messages were not sent.
+	ErrRevoked = errors.New("dma: access revoked by a cut-off")
+
+	// ErrMessageServed is returned (unwrapped, not counted as a fault) by ReadDirect and
+	// WriteDirect when the memory is reachable only through DMA messages, which may wait.
+	ErrMessageServed = errors.New("dma: memory served through messages")
 
 	// ErrTooManyMappings is returned by Map when the map would leave more than MaxMappings
 	// live mappings. It wraps ENOSPC so the transport replies with that errno.

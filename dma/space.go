@@ -64,6 +64,11 @@ type Space struct {
 	busMaster bool
 
 	bytesMmap, bytesMsg, faults atomic.Uint64
+	// revocations changes (under the write lock) whenever the device's access to memory is cut
+	// off: Bus Master cleared, every mapping dropped, the client changed. A message access
+	// (which runs without the lock) checks it before each message, so one that began before a
+	// cut-off sends nothing after it.
+	revocations atomic.Uint64
 
 	// duringCopy, when set (tests only), runs under the read lock just before an access copies
 	// through mmap.
@@ -264,30 +269,44 @@ func (s *Space) UnmapAll() {
 		s.release(r.back)
 	}
 	s.regions = nil
+	s.revocations.Add(1)
 }
 
 // SetTransport sets the client used for message DMA; nil on disconnect.
 func (s *Space) SetTransport(t MessageTransport) {
 	s.mu.Lock()
 	s.transport = t
+	s.revocations.Add(1)
 	s.mu.Unlock()
 }
 
-// SetBusMaster follows the COMMAND register's Bus Master Enable bit. Turning it off waits for
-// accesses through mmap in flight, like Unmap.
+// SetBusMaster follows the COMMAND register's Bus Master Enable bit. Turning it off is the
+// device's cut-off from guest memory: it waits for accesses through mmap in flight, like Unmap,
+// and a message access in flight sends no further message.
 func (s *Space) SetBusMaster(on bool) {
 	s.mu.Lock()
 	s.busMaster = on
+	if !on {
+		s.revocations.Add(1)
+	}
 	s.mu.Unlock()
 }
 
 // Read copies guest memory at iova into p. Failures are *FaultError.
-func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false) }
+func (s *Space) Read(iova uint64, p []byte) error { return s.access(iova, p, false, false) }
 
 // Write copies p into guest memory at iova. Failures are *FaultError. A fault in the backing
 // memory itself (the client truncated the file) may leave an access spanning several mappings
 // partly done; every other failure is detected before any byte moves.
-func (s *Space) Write(iova uint64, p []byte) error { return s.access(iova, p, true) }
+func (s *Space) Write(iova uint64, p []byte) error { return s.access(iova, p, true, false) }
+
+// ReadDirect is Read for callers that must not wait (the L2 under its lock): when any byte is
+// served through messages it moves nothing and returns ErrMessageServed (not a fault: the
+// caller takes the path that may wait). Other failures are as for Read.
+func (s *Space) ReadDirect(iova uint64, p []byte) error { return s.access(iova, p, false, true) }
+
+// WriteDirect is Write for callers that must not wait; see ReadDirect.
+func (s *Space) WriteDirect(iova uint64, p []byte) error { return s.access(iova, p, true, true) }
 
 // msgSeg is a piece of an access served through messages: IOVA and the matching slice bounds.
 type msgSeg struct {
@@ -295,7 +314,7 @@ type msgSeg struct {
 	from, to int
 }
 
-func (s *Space) access(iova uint64, p []byte, write bool) error {
+func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 	if len(p) > MaxAccess {
 		return s.fault(iova, p, write, iova, fmt.Sprintf("longer than %d bytes", MaxAccess), ErrTooLarge)
 	}
@@ -340,6 +359,11 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		i++
 	}
 
+	if viaMsg && directOnly {
+		s.mu.RUnlock()
+		return ErrMessageServed
+	}
+
 	// Pass 2: copy the mmapped pieces under the read lock; note the message pieces.
 	var segs []msgSeg
 	if s.duringCopy != nil {
@@ -374,6 +398,7 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		addr = end + 1 // wraps only after the last piece
 	}
 	t := s.transport
+	epoch := s.revocations.Load()
 	s.mu.RUnlock()
 	if !viaMsg {
 		return nil
@@ -385,6 +410,9 @@ func (s *Space) access(iova uint64, p []byte, write bool) error {
 		return s.fault(iova, p, write, segs[0].iova, "mapping has no fd and no client is connected", ErrNoTransport)
 	}
 	for _, g := range segs {
+		if s.revocations.Load() != epoch {
+			return s.fault(iova, p, write, g.iova, "device cut off from memory while the access was in flight", ErrRevoked)
+		}
 		var err error
 		if write {
 			err = t.DMAWrite(g.iova, p[g.from:g.to])

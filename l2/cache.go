@@ -60,11 +60,25 @@ func (a PhysAddr) String() string { return fmt.Sprintf("%v:%#x", a.Domain, a.Add
 
 // Backing is the physical memory below the cache. Errors are access failures (unmapped DMA
 // address, Bus Master off, beyond VRAM); the cache never interprets them, only passes them on.
-// The cache calls it with its own lock held (see the package documentation), so an
-// implementation must not call back into the cache.
+// An implementation must not call back into the cache.
+//
+// If the Backing also implements DirectBacking, the cache calls ReadPhys/WritePhys only without
+// its lock (they may wait, e.g. for a DMA message answered by the client) and DirectBacking's
+// methods with it. A Backing without DirectBacking is called with the lock held, so it must
+// never wait (plain memory, as in tests).
 type Backing interface {
 	ReadPhys(d Domain, addr uint64, p []byte) error
 	WritePhys(d Domain, addr uint64, p []byte) error
+}
+
+// DirectBacking is the part of a Backing that never waits: it moves bytes with a memory copy,
+// or refuses with an error wrapping ErrNotDirect (having moved nothing) when the memory is
+// reachable only through a path that may wait. The cache holds its lock only across these
+// calls. Memory that is not direct is never cached: accesses to it go to ReadPhys/WritePhys
+// uncached, without the lock.
+type DirectBacking interface {
+	ReadDirect(d Domain, addr uint64, p []byte) error
+	WriteDirect(d Domain, addr uint64, p []byte) error
 }
 
 // ErrNotDirect is returned by CopyUncached and DirectCopier.CopyPhys when the copy cannot be
@@ -152,10 +166,12 @@ func slotIndex(slot int) int {
 // with deterministic LRU replacement. All methods are safe for concurrent use.
 type Cache struct {
 	b        Backing
+	direct   DirectBacking // b's never-waiting path, or nil when b itself never waits
 	log      *slog.Logger
 	capacity int
 
-	// mu guards the lines and is held across Backing calls (see doc.go for why).
+	// mu guards the lines and is held across DirectBacking calls (see doc.go for why), never
+	// across a Backing call that may wait.
 	mu        sync.Mutex
 	lines     map[key]*line
 	areas     map[key]int // resident lines per area (key.addr = address >> areaShift)
@@ -170,8 +186,13 @@ type Cache struct {
 	nDirty   atomic.Int64
 	counters struct {
 		hits, misses, evictions, writeBacks, writeBackErrors, fillErrors, discards atomic.Uint64
+		slowAccesses                                                               atomic.Uint64
+		// lost counts dirty lines dropped because their memory went away (DropLost); unlike
+		// the others it survives Reset, so a report after a reconnect still shows it.
+		lost atomic.Uint64
 	}
 	events events
+	maint  maintenance
 }
 
 // New returns an empty cache of MaxLines lines over b. A nil log discards messages.
@@ -185,8 +206,9 @@ func NewSize(b Backing, lines int, log *slog.Logger) *Cache {
 	}
 	lines = max(1, min(lines, MaxLines))
 	c := &Cache{b: b, log: log, capacity: lines, lines: make(map[key]*line), areas: make(map[key]int)}
+	c.direct, _ = b.(DirectBacking)
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
-	c.events.log = log
+	c.events.init(log)
 	return c
 }
 
@@ -247,7 +269,6 @@ func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write 
 	k := key{d, addr &^ lineMask}
 	off := addr - k.addr
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	l, hit := c.lines[k]
 	if hit {
 		c.counters.hits.Add(1)
@@ -257,25 +278,64 @@ func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write 
 		var err error
 		if l, err = c.fill(k); err != nil {
 			// The line as a whole is not backed (it straddles the end of VRAM or of a DMA
-			// mapping, or the memory is gone): serve the requested bytes uncached, which is
+			// mapping, or the memory is gone), or it is memory the cache never holds (reached
+			// only by a path that may wait): serve the requested bytes uncached, which is
 			// coherent because the line is not resident. Their own error, if any, is returned.
-			c.counters.fillErrors.Add(1)
-			if write {
-				return c.b.WritePhys(d, addr, p)
+			if !errors.Is(err, ErrNotDirect) {
+				c.counters.fillErrors.Add(1)
+				err = c.moveLocked(d, addr, p, write)
 			}
-			return c.b.ReadPhys(d, addr, p)
+			c.mu.Unlock()
+			if errors.Is(err, ErrNotDirect) {
+				return c.moveSlow(d, addr, p, write)
+			}
+			return err
 		}
 	}
 	if write {
 		copy(l.data[off:], p)
 		c.setDirty(l, off, uint64(len(p)), slot)
+		c.mu.Unlock()
 		return nil
 	}
 	copy(p, l.data[off:])
 	if hit && c.strict.Load() {
 		c.checkStale(l, off, uint64(len(p)), slot, va)
 	}
+	c.mu.Unlock()
 	return nil
+}
+
+// readLocked and writeLocked are the cache's memory accesses under its lock: they never wait
+// (an error wrapping ErrNotDirect means the memory needs the slow path, without the lock).
+func (c *Cache) readLocked(d Domain, addr uint64, p []byte) error {
+	if c.direct != nil {
+		return c.direct.ReadDirect(d, addr, p)
+	}
+	return c.b.ReadPhys(d, addr, p)
+}
+
+func (c *Cache) writeLocked(d Domain, addr uint64, p []byte) error {
+	if c.direct != nil {
+		return c.direct.WriteDirect(d, addr, p)
+	}
+	return c.b.WritePhys(d, addr, p)
+}
+
+func (c *Cache) moveLocked(d Domain, addr uint64, p []byte, write bool) error {
+	if write {
+		return c.writeLocked(d, addr, p)
+	}
+	return c.readLocked(d, addr, p)
+}
+
+// moveSlow is an uncached access to memory that is not direct, made without the lock.
+func (c *Cache) moveSlow(d Domain, addr uint64, p []byte, write bool) error {
+	c.counters.slowAccesses.Add(1)
+	if write {
+		return c.b.WritePhys(d, addr, p)
+	}
+	return c.b.ReadPhys(d, addr, p)
 }
 
 // checkStale compares the bytes just served from a resident line with memory. Bytes the
@@ -284,7 +344,7 @@ func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write 
 // reader got old data.
 func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
 	mem := c.scratch[:n]
-	if err := c.b.ReadPhys(l.key.domain, l.key.addr+off, mem); err != nil {
+	if err := c.readLocked(l.key.domain, l.key.addr+off, mem); err != nil {
 		return // memory unreadable now: nothing to compare with
 	}
 	for i := range n {
@@ -303,8 +363,17 @@ func (c *Cache) ReadUncached(pa PhysAddr, p []byte) error {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.b.ReadPhys(pa.Domain, pa.Addr, p); err != nil {
+	err := c.readLocked(pa.Domain, pa.Addr, p)
+	if errors.Is(err, ErrNotDirect) {
+		// Memory the cache never holds: read it without the lock, then merge dirty bytes of
+		// lines that may still be resident from before (the memory behind them changed).
+		c.mu.Unlock()
+		if err := c.moveSlow(pa.Domain, pa.Addr, p, false); err != nil {
+			return err
+		}
+		c.mu.Lock()
+	} else if err != nil {
+		c.mu.Unlock()
 		return err
 	}
 	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
@@ -314,6 +383,7 @@ func (c *Cache) ReadUncached(pa PhysAddr, p []byte) error {
 			}
 		}
 	})
+	c.mu.Unlock()
 	return nil
 }
 
@@ -325,14 +395,22 @@ func (c *Cache) WriteUncached(pa PhysAddr, p []byte) error {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.b.WritePhys(pa.Domain, pa.Addr, p); err != nil {
+	err := c.writeLocked(pa.Domain, pa.Addr, p)
+	if errors.Is(err, ErrNotDirect) {
+		c.mu.Unlock()
+		if err := c.moveSlow(pa.Domain, pa.Addr, p, true); err != nil {
+			return err
+		}
+		c.mu.Lock()
+	} else if err != nil {
+		c.mu.Unlock()
 		return err
 	}
 	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
 		copy(l.data[off:off+n], p[pos:pos+n])
 		c.clearDirty(l, off, n)
 	})
+	c.mu.Unlock()
 	return nil
 }
 
@@ -426,7 +504,7 @@ func (c *Cache) eachResident(pa PhysAddr, n int, f func(l *line, off, pos, n uin
 // fill makes k resident, reading it from memory, and returns it as the most recent line. On a
 // Backing error nothing changes (no line is evicted for a fill that fails).
 func (c *Cache) fill(k key) (*line, error) {
-	if err := c.b.ReadPhys(k.domain, k.addr, c.scratch[:]); err != nil {
+	if err := c.readLocked(k.domain, k.addr, c.scratch[:]); err != nil {
 		return nil, err
 	}
 	var l *line
@@ -475,7 +553,9 @@ func (c *Cache) writeBack(l *line) error {
 		for j < LineBytes && l.dirtyByte(j) {
 			j++
 		}
-		if err := c.b.WritePhys(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
+		// A line's memory was direct when it was filled; if it is not any more (the mapping was
+		// replaced by one served through messages), the memory it belonged to is gone.
+		if err := c.writeLocked(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
 			first = &WriteBackError{PA: PhysAddr{l.key.domain, l.key.addr + i}, Err: err}
 		}
 		i = j
@@ -576,6 +656,31 @@ func (c *Cache) Reset() {
 	c.counters.writeBackErrors.Store(0)
 	c.counters.fillErrors.Store(0)
 	c.counters.discards.Store(0)
+	c.counters.slowAccesses.Store(0)
 	c.mu.Unlock()
 	c.events.reset()
+	c.maint.reset()
+}
+
+// DropLost drops every line in r (nil: the whole cache) without writing it back, because the
+// memory behind it went away (the client that mapped it disconnected, or unmapped it): there
+// is nowhere to write the data. Dirty lines are counted (Stats.Lost, L2_DISCARDED, kept across
+// Reset) and logged once per call (rate-limited), and their number is returned. The caller
+// makes sure nothing can refill the range with old data first (DMA is cut off).
+func (c *Cache) DropLost(r *Range) int {
+	c.mu.Lock()
+	dirty := 0
+	for _, l := range c.collect(r) {
+		if l.isDirty() {
+			dirty++
+			c.clearDirty(l, 0, LineBytes)
+		}
+		c.drop(l)
+	}
+	c.mu.Unlock()
+	if dirty > 0 {
+		c.counters.lost.Add(uint64(dirty))
+		c.events.lostLines(r, dirty)
+	}
+	return dirty
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"vgpu/abi"
 )
@@ -467,11 +468,27 @@ func TestRegisters(t *testing.T) {
 			t.Errorf("register %s (%#x) = %#x, want %#x", abi.RegisterNames[r], r, got, w)
 		}
 	}
+	// L2_CONTROL runs asynchronously: poll L2_STATUS.BUSY as a driver does.
+	waitIdle := func(done uint32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for reg(abi.REG_L2_STATUS)&abi.REG_L2_STATUS__BUSY_MASK != 0 || reg(abi.REG_L2_CONTROL_DONE) < done {
+			if time.Now().After(deadline) {
+				t.Fatalf("L2_STATUS stays busy (%#x, done %d)", reg(abi.REG_L2_STATUS), reg(abi.REG_L2_CONTROL_DONE))
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	set(abi.REG_L2_CONTROL, abi.REG_L2_CONTROL__WB_MASK)
+	waitIdle(1)
 	if reg(abi.REG_L2_DIRTY_LINES) != 0 || reg(abi.REG_L2_LINES) != 2 || m.cpuRead(DomainSystem, 0x80, 1)[0] != 1 {
 		t.Errorf("L2_CONTROL.WB: lines %d dirty %d", reg(abi.REG_L2_LINES), reg(abi.REG_L2_DIRTY_LINES))
 	}
 	set(abi.REG_L2_CONTROL, abi.REG_L2_CONTROL__WB_MASK|abi.REG_L2_CONTROL__INV_MASK)
+	waitIdle(2)
+	if reg(abi.REG_L2_STATUS) != 0 {
+		t.Errorf("L2_STATUS %#x after a clean pass", reg(abi.REG_L2_STATUS))
+	}
 	if reg(abi.REG_L2_LINES) != 0 {
 		t.Errorf("L2_CONTROL.INV left %d lines", reg(abi.REG_L2_LINES))
 	}

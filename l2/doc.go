@@ -50,16 +50,24 @@
 // # Threading
 //
 // Every method is safe for concurrent use by the queue goroutines and the server's worker. One
-// mutex guards the lines, and it is held across Backing calls: a miss, a write-back or an
-// eviction must be atomic with the line state it changes, or a concurrent access could refill
-// a line from memory before its dirty data got there. For mmapped memory that is a memcpy. For
-// memory reached through vfio-user DMA messages it means one queue's round trip delays the
-// others; correctness first. The cache never calls anything but its Backing under the lock, and
-// a Backing must not call back into the cache.
+// mutex guards the lines, and it is held across the cache's memory accesses: a miss, a
+// write-back or an eviction must be atomic with the line state it changes, or a concurrent
+// access could refill a line from memory before its dirty data got there. It is never held
+// across an access that may wait. A Backing that can wait (system memory served through
+// vfio-user DMA messages, answered by the client) also implements DirectBacking, whose methods
+// only copy memory or refuse with ErrNotDirect; the cache holds its lock only across those.
+// Memory that is not direct is never cached: its accesses are served uncached, without the
+// lock (Stats.SlowAccesses). A line filled while its memory was direct and written back after
+// the memory was replaced by message-served memory is lost like any failed write-back. So a
+// queue waiting for the client never stalls other queues on the cache, and the cache lock is
+// always released within a bounded memory copy (at most the whole cache, 4 MiB).
 //
-// Counters, Stats, Strict and ReadReg never take that mutex (atomics and a small event lock),
-// so a register read on the server's worker cannot wait behind a message DMA. WriteReg of
-// L2_CONTROL, WriteBack, Invalidate, Discard and Apply do take it and write memory: a caller on
-// the vfio-user worker must only use them when the Backing cannot wait on the client (or run
-// them on another goroutine).
+// Counters, Stats, Strict and ReadReg never take that mutex (atomics and small locks), so a
+// register read never waits for memory. L2_CONTROL (WriteReg) only records a request: the
+// write-back/invalidate runs on a goroutine of the cache (StartMaintenance), L2_STATUS.BUSY
+// says when it is done, and requests written meanwhile are merged. Reset forgets the request
+// and status; Close refuses new requests and waits for a pass in progress.
+//
+// DropLost drops lines whose memory went away (a DMA_UNMAP, the client's disconnect) without
+// writing them back, counting the dirty ones (L2_DISCARDED, kept across Reset).
 package l2

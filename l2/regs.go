@@ -13,6 +13,10 @@ const (
 	regLines       = abi.REG_L2_LINES - abi.BLOCK_L2_BASE
 	regDirtyLines  = abi.REG_L2_DIRTY_LINES - abi.BLOCK_L2_BASE
 	regControl     = abi.REG_L2_CONTROL - abi.BLOCK_L2_BASE
+	regStatus      = abi.REG_L2_STATUS - abi.BLOCK_L2_BASE
+	regControlDone = abi.REG_L2_CONTROL_DONE - abi.BLOCK_L2_BASE
+	regWBErrors    = abi.REG_L2_WB_ERRORS - abi.BLOCK_L2_BASE
+	regDiscarded   = abi.REG_L2_DISCARDED - abi.BLOCK_L2_BASE
 )
 
 // ReadReg returns the L2 block register at off (bytes from abi.BLOCK_L2_BASE). Unknown offsets
@@ -28,6 +32,23 @@ func (c *Cache) ReadReg(off uint32) uint32 {
 		return uint32(c.nLines.Load())
 	case regDirtyLines:
 		return uint32(c.nDirty.Load())
+	case regWBErrors:
+		return uint32(c.counters.writeBackErrors.Load())
+	case regDiscarded:
+		return uint32(c.counters.lost.Load())
+	case regStatus, regControlDone:
+		m := c.maint.stats()
+		if off == regControlDone {
+			return m.Completed
+		}
+		var v uint32
+		if m.Busy {
+			v |= abi.REG_L2_STATUS__BUSY_MASK
+		}
+		if m.Failed {
+			v |= abi.REG_L2_STATUS__ERROR_MASK
+		}
+		return v
 	}
 	c.events.mu.Lock()
 	defer c.events.mu.Unlock()
@@ -49,8 +70,9 @@ func (c *Cache) ReadReg(off uint32) uint32 {
 }
 
 // WriteReg writes the L2 block register at off. L2_CNTL sets strict mode; L2_CONTROL WB/INV
-// write back / invalidate the whole cache synchronously, on the caller's goroutine, with the
-// cache lock held across the Backing writes. Other offsets are ignored.
+// start a write-back / invalidate of the whole cache on another goroutine (StartMaintenance):
+// the register write returns at once, L2_STATUS.BUSY reads 1 until it is done. Other offsets
+// are ignored.
 func (c *Cache) WriteReg(off uint32, v uint32) {
 	switch off {
 	case regCNTL:
@@ -63,6 +85,6 @@ func (c *Cache) WriteReg(off uint32, v uint32) {
 		if v&abi.REG_L2_CONTROL__INV_MASK != 0 {
 			op |= OpInvalidate
 		}
-		_ = c.Apply(op, nil) // failures are counted and logged by the cache
+		c.StartMaintenance(op)
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"vgpu/abi"
+	"vgpu/ratelog"
 )
 
 // Event is a strict-mode report.
@@ -27,6 +27,10 @@ type Stats struct {
 	WriteBackErrors   uint64 // dirty lines whose write-back failed (data lost)
 	FillErrors        uint64 // misses whose line could not be filled (served uncached)
 	Discards          uint64 // dirty lines dropped without write-back (Discard)
+	SlowAccesses      uint64 // uncached accesses to memory that is not direct (served without the lock)
+	Lost              uint64 // dirty lines dropped because their memory went away (DropLost; since New)
+	Maintenance       MaintenanceStats
+	LogSuppressed     uint64 // log lines the rate limiter held back
 	StaleReads        uint64 // strict mode: L2_EVENT_STALE_READ events
 	DirtyFences       uint64 // strict mode: L2_EVENT_DIRTY_FENCE events
 	LastEvent         Event  // the last strict-mode event (Kind L2_EVENT_NONE: none yet)
@@ -45,6 +49,10 @@ func (c *Cache) Stats() Stats {
 		WriteBackErrors: c.counters.writeBackErrors.Load(),
 		FillErrors:      c.counters.fillErrors.Load(),
 		Discards:        c.counters.discards.Load(),
+		SlowAccesses:    c.counters.slowAccesses.Load(),
+		Lost:            c.counters.lost.Load(),
+		Maintenance:     c.maint.stats(),
+		LogSuppressed:   c.events.log.Suppressed(),
 	}
 	c.events.mu.Lock()
 	s.StaleReads, s.DirtyFences, s.LastEvent = c.events.stale, c.events.fences, c.events.last
@@ -52,43 +60,19 @@ func (c *Cache) Stats() Stats {
 	return s
 }
 
-// Log rate limit: strict mode can report on every access of a hot loop, so at most logBurst
-// messages per logWindow reach the log; the next message says how many were suppressed.
-const (
-	logBurst  = 10
-	logWindow = time.Second
-)
-
 // events holds the strict-mode counters and the last event under their own small lock, never
-// held across memory accesses.
+// held across memory accesses. Their log lines go through one rate limiter: strict mode can
+// report on every access of a hot loop.
 type events struct {
-	log *slog.Logger
+	log *ratelog.Limiter
 
-	mu         sync.Mutex
-	stale      uint64
-	fences     uint64
-	last       Event
-	winStart   time.Time
-	winCount   int
-	suppressed uint64
+	mu     sync.Mutex
+	stale  uint64
+	fences uint64
+	last   Event
 }
 
-// allow reports whether a message may be logged now, and how many were suppressed before it.
-// Called with mu held.
-func (e *events) allow() (bool, uint64) {
-	now := time.Now()
-	if now.Sub(e.winStart) >= logWindow {
-		e.winStart, e.winCount = now, 0
-	}
-	if e.winCount >= logBurst {
-		e.suppressed++
-		return false, 0
-	}
-	e.winCount++
-	s := e.suppressed
-	e.suppressed = 0
-	return true, s
-}
+func (e *events) init(log *slog.Logger) { e.log = ratelog.New(log, 0, 10) }
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
@@ -96,33 +80,31 @@ func (e *events) staleRead(slot int, va uint64, pa PhysAddr) {
 	e.mu.Lock()
 	e.stale++
 	e.last = Event{Kind: abi.L2_EVENT_STALE_READ, Slot: slot, Addr: va}
-	ok, suppressed := e.allow()
 	e.mu.Unlock()
-	if ok {
-		e.log.Warn("l2: stale read: an engine read a cached line older than memory (missing GL2_INV after a CPU write?)",
-			"addr", hex(va), "queue", slot, "phys", pa.String(), "suppressed", suppressed)
-	}
+	e.log.Warn("l2-stale-read", "l2: stale read: an engine read a cached line older than memory (missing GL2_INV after a CPU write?)",
+		"addr", hex(va), "queue", slot, "phys", pa.String())
 }
 
 func (e *events) dirtyFence(slot int, va uint64, dirtyLines int) {
 	e.mu.Lock()
 	e.fences++
 	e.last = Event{Kind: abi.L2_EVENT_DIRTY_FENCE, Slot: slot, Addr: va}
-	ok, suppressed := e.allow()
 	e.mu.Unlock()
-	if ok {
-		e.log.Warn("l2: dirty fence: fence written while dirty lines of that job remained (missing GL2_WB before the fence?)",
-			"fence", hex(va), "queue", slot, "dirty_lines", dirtyLines, "suppressed", suppressed)
-	}
+	e.log.Warn("l2-dirty-fence", "l2: dirty fence: fence written while dirty lines of that job remained (missing GL2_WB before the fence?)",
+		"fence", hex(va), "queue", slot, "dirty_lines", dirtyLines)
 }
 
 func (e *events) writeBackFailed(err error) {
-	e.mu.Lock()
-	ok, suppressed := e.allow()
-	e.mu.Unlock()
-	if ok {
-		e.log.Warn("l2: write-back failed, dirty data lost", "err", err, "suppressed", suppressed)
+	e.log.Warn("l2-writeback-failed", "l2: write-back failed, dirty data lost", "err", err)
+}
+
+func (e *events) lostLines(r *Range, dirty int) {
+	where := "all memory"
+	if r != nil {
+		where = fmt.Sprintf("%v [%#x, +%#x)", r.Domain, r.Addr, r.Size)
 	}
+	e.log.Warn("l2-lost-lines", "l2: dirty lines dropped unwritten: their memory went away (unmapped, or its client disconnected) before a write-back",
+		"range", where, "dirty_lines", dirty)
 }
 
 func (e *events) reset() {
