@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,7 +112,8 @@ func startChild(mode bars.DoorbellMode) (*net.UnixConn, func() error, error) {
 	cmd.ExtraFiles = []*os.File{theirs}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive us
+	// No Pdeathsig: it fires when the forking OS thread exits, which a Go thread may do while
+	// we live. If we die, the child's socket closes and it exits with its client.
 	if err := cmd.Start(); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("start the device server process: %w", err)

@@ -114,6 +114,9 @@ type run struct {
 	T time.Duration
 }
 
+// now is the stopwatch's time source (tests replace it).
+var now = time.Now
+
 // stopwatch is a Clock for measurements outside the testing package.
 type stopwatch struct {
 	start   time.Time
@@ -123,13 +126,13 @@ type stopwatch struct {
 
 func (w *stopwatch) StartTimer() {
 	if !w.running {
-		w.start, w.running = time.Now(), true
+		w.start, w.running = now(), true
 	}
 }
 
 func (w *stopwatch) StopTimer() {
 	if w.running {
-		w.elapsed += time.Since(w.start)
+		w.elapsed += now().Sub(w.start)
 		w.running = false
 	}
 }

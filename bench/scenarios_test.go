@@ -126,14 +126,24 @@ func TestPollFloor(t *testing.T) {
 	}
 }
 
-// sleepOp sleeps d per iteration and can stop its clock for as long again.
-func sleepOp(d time.Duration, stopped bool) Op {
+// fakeClock replaces the stopwatch's time source for a test: ops advance it explicitly.
+type fakeClock struct{ t time.Time }
+
+func useFakeClock(t *testing.T) *fakeClock {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	now = func() time.Time { return c.t }
+	t.Cleanup(func() { now = time.Now })
+	return c
+}
+
+// tickOp takes d of (fake) time per iteration, and as long again with its clock stopped.
+func (f *fakeClock) tickOp(d time.Duration, stopped bool) Op {
 	return func(n int, c Clock) error {
 		for range n {
-			time.Sleep(d)
+			f.t = f.t.Add(d)
 			if stopped {
 				c.StopTimer()
-				time.Sleep(d)
+				f.t = f.t.Add(d)
 				c.StartTimer()
 			}
 		}
@@ -142,30 +152,44 @@ func sleepOp(d time.Duration, stopped bool) Op {
 }
 
 func TestMeasure(t *testing.T) {
+	clock := useFakeClock(t)
 	const target = 20 * time.Millisecond
-	r, err := measure(sleepOp(time.Millisecond, false), target)
+	r, err := measure(clock.tickOp(time.Millisecond, false), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.T < target || r.N < 5 || r.T > 20*target {
+	if r.T < target || r.T > 2*target || r.T != time.Duration(r.N)*time.Millisecond {
 		t.Errorf("measured %d iterations in %v, want about %v", r.N, r.T, target)
 	}
-	// Stopped time is not counted: a stopped millisecond per iteration leaves ~1 ms per op.
-	r, err = timeOp(sleepOp(time.Millisecond, true), 10)
+	// Stopped time is not counted.
+	r, err = timeOp(clock.tickOp(time.Millisecond, true), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.T < 10*time.Millisecond || r.T >= 19*time.Millisecond {
+	if r.T != 10*time.Millisecond {
 		t.Errorf("10 × (1 ms timed + 1 ms stopped) measured %v", r.T)
 	}
 	boom := errors.New("boom")
 	if _, err := measure(func(n int, _ Clock) error { return boom }, target); !errors.Is(err, boom) {
 		t.Errorf("an op's failure was not reported: %v", err)
 	}
-	// Run reports a failing baseline, naming it, instead of a ratio.
+	if _, err := measure(func(n int, _ Clock) error { return nil }, target); err == nil {
+		t.Error("an op that takes no time was measured")
+	}
+	// Run takes each side's median round and reports a failing side, naming it.
 	s := Scenario{Name: "s", Baseline: "floor", Setup: func() (Pair, error) {
-		return Pair{Dev: sleepOp(time.Millisecond, false), Base: func(int, Clock) error { return boom }, Close: func() {}}, nil
+		return Pair{Dev: clock.tickOp(3*time.Microsecond, false), Base: clock.tickOp(2*time.Microsecond, true), Close: func() {}}, nil
 	}}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Value != 3 || res.Base != 2 || res.Ratio() != 1.5 {
+		t.Errorf("Run: %+v, want 3 µs beside 2 µs", res)
+	}
+	s.Setup = func() (Pair, error) {
+		return Pair{Dev: clock.tickOp(time.Millisecond, false), Base: func(int, Clock) error { return boom }, Close: func() {}}, nil
+	}
 	if _, err := s.Run(); !errors.Is(err, boom) || !strings.Contains(err.Error(), "baseline (floor)") {
 		t.Errorf("failing baseline: %v", err)
 	}
