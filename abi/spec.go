@@ -1,5 +1,10 @@
 package abi
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Access says how software may use a register.
 type Access uint8
 
@@ -330,4 +335,18 @@ var baseGroups = []ConstGroup{
 		{Name: "DMA_STATUS_ERR_FAULT", Value: 4, Doc: "The target range is not (writably) mapped for the device."},
 		{Name: "DMA_STATUS_ERR_LENGTH", Value: 5, Doc: "DMA_LEN is zero, not a multiple of 4, or too large."},
 	}},
+}
+
+// NameOf returns the full name (prefix included) of value v in the constant group with that
+// prefix, e.g. NameOf("HQD_STATE_", 3) is "HQD_STATE_HALTED"; a value the group does not name
+// reads as the prefix and the number. For diagnostics, which print event kinds by name.
+func NameOf(prefix string, v uint64) string {
+	for _, g := range Groups {
+		for _, c := range g.Consts {
+			if name := g.Prefix + c.Name; c.Value == v && strings.HasPrefix(name, prefix) {
+				return name
+			}
+		}
+	}
+	return fmt.Sprintf("%s%#x?", prefix, v)
 }

@@ -1,8 +1,12 @@
 package bars
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"vgpu/ratelog"
 )
 
 func TestRegisterFileClaims(t *testing.T) {
@@ -73,21 +79,93 @@ func TestRegisterFileAccess(t *testing.T) {
 	if got := binary.LittleEndian.Uint64(get(0x28, 8)); got != 2<<32|1 {
 		t.Errorf("64-bit read = %#x", got)
 	}
-	if got := get(0x22, 2); got[0] != 0xff || got[1] != 0xff {
-		t.Errorf("misshapen read = %x, want all-ones", got)
-	}
 	put(0x80, 7)     // unclaimed write
 	_ = get(0x80, 4) // unclaimed read
-	_ = f.Write(0x21, []byte{1})
-	un, bad := f.Diagnostics()
+	un, _ := f.Diagnostics()
 	if len(un) != 1 || un[0].Offset != 0x80 || un[0].Count != 2 {
 		t.Errorf("unclaimed = %+v, want one offset 0x80 counted twice", un)
 	}
-	if bad != 2 {
-		t.Errorf("misshapen = %d, want 2", bad)
-	}
 	if err := f.Check(0xFC, 8); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Check past end = %v, want EINVAL", err)
+	}
+}
+
+// TestRegisterFileMisshapen: only dword-aligned 4-byte and qword-aligned 8-byte accesses are
+// decoded (docs/device.md); every other shape reads all-ones, changes nothing, and is counted.
+func TestRegisterFileMisshapen(t *testing.T) {
+	tests := []struct {
+		name string
+		off  uint64
+		n    int
+	}{
+		{"8 bytes at 4 mod 8", 0x24, 8},
+		{"8 bytes at 4 mod 8 at the end of the BAR", 0xF8 - 4, 8},
+		{"8 bytes at 2 mod 8", 0x22, 8},
+		{"4 bytes at 2 mod 4", 0x22, 4},
+		{"4 bytes at 1 mod 4", 0x21, 4},
+		{"2 bytes", 0x20, 2},
+		{"1 byte", 0x20, 1},
+		{"16 bytes", 0x20, 16},
+		{"3 bytes", 0x20, 3},
+	}
+	regs := make([]uint32, 0x40)
+	f, err := NewRegisterFile(0x100, Claim{
+		Name: "r", Offset: 0, Size: 0x100,
+		Read:  func(off uint32) uint32 { return regs[off/4] },
+		Write: func(off uint32, v uint32) { regs[off/4] = v },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	lim := ratelog.New(slog.New(slog.NewTextHandler(&logBuf, nil)), time.Hour, 5)
+	f.SetLimiter(lim)
+	for i := range regs {
+		regs[i] = 0x1000 + uint32(i)
+	}
+	want := append([]uint32(nil), regs...)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := f.Check(tc.off, tc.n); err != nil {
+				t.Fatalf("Check: %v (a misshapen access inside the BAR is not a transport error)", err)
+			}
+			p := make([]byte, tc.n)
+			if err := f.Read(tc.off, p); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range p {
+				if c != 0xff {
+					t.Fatalf("read = %x, want all-ones", p)
+				}
+			}
+			if err := f.Write(tc.off, make([]byte, tc.n)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(regs, want) {
+				t.Errorf("a misshapen write changed registers")
+			}
+			if _, bad := f.Diagnostics(); bad != uint64(2*(i+1)) {
+				t.Errorf("misshapen = %d, want %d", bad, 2*(i+1))
+			}
+		})
+	}
+	// The decoded shapes next to them.
+	p := make([]byte, 8)
+	if err := f.Read(0x28, p); err != nil || binary.LittleEndian.Uint64(p) != 0x100b<<32|0x100a {
+		t.Errorf("8-byte read at 0x28 = %x, %v", p, err)
+	}
+	if err := f.Read(0x24, p[:4]); err != nil || binary.LittleEndian.Uint32(p) != 0x1009 {
+		t.Errorf("4-byte read at 0x24 = %x, %v", p[:4], err)
+	}
+	if _, bad := f.Diagnostics(); bad != uint64(2*len(tests)) {
+		t.Errorf("a decoded access was counted as misshapen")
+	}
+	// The log says what happened, within the limiter's budget; the count says how often.
+	if lines := bytes.Count(logBuf.Bytes(), []byte("\n")); lines != 5 || !bytes.Contains(logBuf.Bytes(), []byte("offset=0x24 bytes=8")) {
+		t.Errorf("%d log lines, want 5 naming the first access:\n%s", lines, logBuf.String())
+	}
+	if c := lim.Counts(); len(c) != 1 || c[0].Logged != 5 || c[0].Suppressed != uint64(2*len(tests)-5) {
+		t.Errorf("limiter counts = %+v", c)
 	}
 }
 
@@ -116,12 +194,85 @@ func TestVRAMWindow(t *testing.T) {
 	if m[0x1003] != 4 {
 		t.Error("the memfd mapping does not share VRAM")
 	}
-	v.Zero()
-	if m[0x1003] != 0 || v.Bytes()[(1<<24)-1] != 0 {
-		t.Error("Zero left data behind")
-	}
 	if _, err := NewVRAM(1<<20, 1<<21); err == nil {
 		t.Error("window larger than VRAM accepted")
+	}
+}
+
+// TestSharedMemoryIsSealed plays a client that got the memfd of a mappable region and tries to
+// resize it or take write access away: every attempt fails with EPERM, and both the server's
+// trapped accesses and the client's shared mapping keep working.
+func TestSharedMemoryIsSealed(t *testing.T) {
+	vram, err := NewVRAM(1<<22, 1<<21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vram.Close()
+	dbs, err := NewDoorbells(DoorbellPoll, 0x4000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbs.Close()
+	regions := []struct {
+		name string
+		file *os.File
+		size int64
+		rw   interface {
+			Read(uint64, []byte) error
+			Write(uint64, []byte) error
+		}
+	}{
+		{"VRAM", vram.File(), 1 << 22, vram},
+		{"doorbells", dbs.File(), 0x4000, dbs},
+	}
+	attacks := []struct {
+		name string
+		do   func(fd int, size int64) error
+	}{
+		{"truncate to 0", func(fd int, _ int64) error { return unix.Ftruncate(fd, 0) }},
+		{"truncate by a page", func(fd int, size int64) error { return unix.Ftruncate(fd, size-4096) }},
+		{"grow", func(fd int, size int64) error { return unix.Ftruncate(fd, 2*size) }},
+		{"fallocate past the end", func(fd int, size int64) error { return unix.Fallocate(fd, 0, size, 4096) }},
+		{"seal writes", func(fd int, _ int64) error {
+			_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE)
+			return err
+		}},
+	}
+	for _, r := range regions {
+		t.Run(r.name, func(t *testing.T) {
+			// The client's descriptor: a dup shares the open file, as SCM_RIGHTS does.
+			fd, err := unix.FcntlInt(r.file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			for _, a := range attacks {
+				if err := a.do(fd, r.size); !errors.Is(err, unix.EPERM) {
+					t.Errorf("%s: got %v, want EPERM", a.name, err)
+				}
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil || st.Size != r.size {
+				t.Errorf("size after the attacks = %d (%v), want %d", st.Size, err, r.size)
+			}
+			m, err := unix.Mmap(fd, 0, int(r.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				t.Fatalf("the client can no longer map the region shared: %v", err)
+			}
+			defer unix.Munmap(m)
+			last := uint64(r.size) - 8
+			if r.name == "VRAM" {
+				last = 1<<21 - 8 // the trapped window
+			}
+			m[last] = 0x5a
+			b := make([]byte, 8)
+			if err := r.rw.Read(last, b); err != nil || b[0] != 0x5a {
+				t.Errorf("trapped read of the last qword = %x, %v; want the client's 0x5a", b, err)
+			}
+			if err := r.rw.Write(last, []byte{1, 2, 3, 4, 5, 6, 7, 8}); err != nil || m[last+7] != 8 {
+				t.Errorf("trapped write of the last qword: %v; client sees %#x", err, m[last+7])
+			}
+		})
 	}
 }
 
@@ -164,6 +315,13 @@ func TestDoorbellTrap(t *testing.T) {
 	if err := d.Write(0x4000-4, b); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("write past the end = %v, want EINVAL", err)
 	}
+	d.Reset()
+	if err := d.Read(3*8, b); err != nil || binary.LittleEndian.Uint64(b) != 0 {
+		t.Errorf("doorbell 3 after Reset = %x, %v; want 0", b, err)
+	}
+	if got := log.snapshot(); len(got) != len(want) {
+		t.Errorf("Reset rang %x", got[len(want):])
+	}
 }
 
 func TestDoorbellPoll(t *testing.T) {
@@ -195,6 +353,145 @@ func TestDoorbellPoll(t *testing.T) {
 	}
 	if got := log.snapshot(); len(got) != 2 || got[1] != [2]uint64{511, 43} {
 		t.Fatalf("rings = %v, want a second ring with 43", got)
+	}
+}
+
+// mapDoorbells maps a poll-mode aperture as QEMU does for the guest.
+func mapDoorbells(t *testing.T, d *Doorbells) []byte {
+	t.Helper()
+	m, err := unix.Mmap(int(d.File().Fd()), 0, int(d.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	return m
+}
+
+// settle waits until the poller has finished two whole scans that started after the call: what
+// was in the page before settle has been seen by then.
+func settle(t *testing.T, d *Doorbells) {
+	t.Helper()
+	target := d.scans.Load() + 2
+	d.kick()
+	for deadline := time.Now().Add(5 * time.Second); d.scans.Load() < target; time.Sleep(50 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the poller did not scan")
+		}
+	}
+}
+
+// TestDoorbellPollReset: after Reset the poller compares against the zeroed page. Before the
+// fix its last-seen values survived Reset: the zeroing rang every used doorbell with 0, and a
+// post-reset ring with the pre-reset value was never seen.
+func TestDoorbellPollReset(t *testing.T) {
+	tests := []struct {
+		name        string
+		before      map[int]uint64 // rung before Reset
+		after       map[int]uint64 // rung after Reset
+		wantOnReset [][2]uint64
+	}{
+		{"same value again", map[int]uint64{7: 42}, map[int]uint64{7: 42}, nil},
+		{"new value", map[int]uint64{7: 42}, map[int]uint64{7: 43}, nil},
+		{"other doorbells stay quiet", map[int]uint64{7: 42, 300: 1 << 40}, map[int]uint64{300: 1 << 40}, nil},
+		{"nothing rung after", map[int]uint64{2047: 9}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var log ringLog
+			d, err := NewDoorbells(DoorbellPoll, 0x4000, log.ring)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			m := mapDoorbells(t, d)
+			for i, v := range tc.before {
+				binary.LittleEndian.PutUint64(m[8*i:], v)
+			}
+			settle(t, d)
+			if got := len(log.snapshot()); got != len(tc.before) {
+				t.Fatalf("rings before Reset = %v, want %d", log.snapshot(), len(tc.before))
+			}
+			n0 := len(log.snapshot())
+			d.Reset()
+			settle(t, d)
+			if got := log.snapshot()[n0:]; len(got) != 0 {
+				t.Errorf("Reset rang %x", got)
+			}
+			for i, v := range tc.after {
+				binary.LittleEndian.PutUint64(m[8*i:], v)
+			}
+			settle(t, d)
+			got := log.snapshot()[n0:]
+			if len(got) != len(tc.after) {
+				t.Fatalf("rings after Reset = %x, want %v", got, tc.after)
+			}
+			for _, r := range got {
+				if v, ok := tc.after[int(r[0])]; !ok || v != r[1] {
+					t.Errorf("ring after Reset %x, want one of %v", r, tc.after)
+				}
+			}
+			for i := range tc.before {
+				if b := m[8*i : 8*i+8]; tc.after[i] == 0 && binary.LittleEndian.Uint64(b) != 0 {
+					t.Errorf("doorbell %d = %x after Reset, want 0", i, b)
+				}
+			}
+		})
+	}
+}
+
+// TestDoorbellPollResetRace resets while the guest rings (run with -race): the poller never
+// invents a ring with value 0 (the guest never writes 0), and once the resets stop, every
+// doorbell's last value is rung.
+func TestDoorbellPollResetRace(t *testing.T) {
+	var log ringLog
+	d, err := NewDoorbells(DoorbellPoll, 0x4000, log.ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m := mapDoorbells(t, d)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the guest
+		defer wg.Done()
+		for v := uint64(1); ; v++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			binary.LittleEndian.PutUint64(m[8*int(v%16):], v)
+		}
+	}()
+	for range 200 {
+		d.Reset() // the vfio-user worker
+		time.Sleep(20 * time.Microsecond)
+	}
+	close(stop)
+	wg.Wait()
+	d.Reset()
+	settle(t, d)
+	n0 := len(log.snapshot())
+	for i := range 16 {
+		binary.LittleEndian.PutUint64(m[8*i:], 1<<32|uint64(i))
+	}
+	settle(t, d)
+	all := log.snapshot()
+	for _, r := range all {
+		if r[1] == 0 {
+			t.Fatalf("doorbell %d rang with 0", r[0])
+		}
+	}
+	final := map[uint64]bool{}
+	for _, r := range all[n0:] {
+		if r[1] != 1<<32|r[0] {
+			t.Errorf("ring %x after the last Reset, want only the final values", r)
+		}
+		final[r[0]] = true
+	}
+	if len(final) != 16 {
+		t.Errorf("final values rung on %d doorbells, want 16", len(final))
 	}
 }
 

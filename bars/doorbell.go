@@ -59,9 +59,19 @@ type Doorbells struct {
 	file  *os.File
 	mem   []byte
 	slots []uint64 // view of mem; written by the guest (poll mode) or by Write (trap mode)
-	seen  []uint64 // poll mode: last value reported per slot (poller goroutine only)
 	ring  func(index int, value uint64)
 	rings atomic.Uint64
+
+	// Poll mode. gen is a sequence count over Reset: odd while Reset zeroes the page, even
+	// otherwise. The poller compares the page against seen, the values it last reported in
+	// generation seenGen; when gen has moved it forgets them (the post-reset page is all
+	// zeroes), and it fires nothing it read while a Reset was under way.
+	gen     atomic.Uint64
+	resetMu sync.Mutex // serialises Reset calls, so gen's parity means what it says
+	seen    []uint64   // poller goroutine only
+	seenGen uint64     // poller goroutine only
+	scans   atomic.Uint64
+	wake    chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -84,6 +94,7 @@ func NewDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uin
 		slots: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), size/8),
 		seen:  make([]uint64, size/8),
 		ring:  ring,
+		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
 	if mode == DoorbellPoll {
@@ -181,6 +192,7 @@ func (d *Doorbells) poll() {
 			select {
 			case <-d.stop:
 				return
+			case <-d.wake:
 			default:
 			}
 			// Yield while spinning: the goroutine this doorbell just woke (a queue) is
@@ -192,29 +204,74 @@ func (d *Doorbells) poll() {
 		select {
 		case <-d.stop:
 			return
+		case <-d.wake:
+			sleep = pollMinSleep
+			continue
 		case <-timer.C:
 		}
 		sleep = min(2*sleep, pollMaxSleep)
 	}
 }
 
-// scan reports whether any doorbell changed since the last scan.
+// scan reports whether any doorbell changed since the last scan (or a Reset cut the scan
+// short, so that the poller looks again at once).
+//
+// Against Reset: a value is fired only if gen, read after the value, is the even generation
+// the scan started in. Go's atomics are sequentially consistent, so such a value was read
+// before Reset made gen odd, hence before it zeroed anything: it is a doorbell the guest rang
+// before the reset (it may be delivered while Reset runs, as a trapped write that reached the
+// worker just before the reset would have been). A value read once gen has moved — one of
+// Reset's zeroes, or a pre-reset value not yet zeroed — is dropped, and the next scan compares
+// against the post-reset page, so a post-reset ring with the pre-reset value is seen and no
+// ring with value 0 is invented. Reset never waits for the poller (the ring callback may
+// block on engine locks); the poller never waits for Reset (it skips the page while gen is
+// odd, which lasts one pass over the page).
 func (d *Doorbells) scan() bool {
+	g := d.gen.Load()
+	if g&1 != 0 {
+		return true // Reset is zeroing the page: look again in a moment
+	}
+	if g != d.seenGen {
+		clear(d.seen)
+		d.seenGen = g
+	}
 	changed := false
 	for i := range d.slots {
-		if v := atomic.LoadUint64(&d.slots[i]); v != d.seen[i] {
-			d.seen[i] = v
-			d.fire(i, v)
-			changed = true
+		v := atomic.LoadUint64(&d.slots[i])
+		if v == d.seen[i] {
+			continue
 		}
+		if d.gen.Load() != g {
+			return true
+		}
+		d.seen[i] = v
+		d.fire(i, v)
+		changed = true
 	}
+	d.scans.Add(1)
 	return changed
 }
 
-// Reset clears every doorbell (device reset).
+// Reset clears every doorbell (device reset). In poll mode the poller then compares against
+// the zeroed page: the first ring after Reset is seen whatever its value (but 0, which is
+// what the page already holds), and the zeroing itself rings nothing. Reset does not wait for
+// the poller; it wakes it for a prompt scan.
 func (d *Doorbells) Reset() {
+	d.resetMu.Lock()
+	defer d.resetMu.Unlock()
+	d.gen.Add(1) // odd: the poller stops trusting what it reads
 	for i := range d.slots {
 		atomic.StoreUint64(&d.slots[i], 0)
+	}
+	d.gen.Add(1) // even: a new generation, compared against zeroes
+	d.kick()
+}
+
+// kick asks the poller for a prompt scan.
+func (d *Doorbells) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // Claim hands a dword-aligned register range to one owner. Offsets passed to the handlers are
@@ -24,9 +27,11 @@ type RegisterFile struct {
 	claims []Claim
 	owner  []uint16 // per dword: claim index + 1, 0 = unclaimed
 
+	limit atomic.Pointer[ratelog.Limiter] // nil: no log lines (counts only)
+
 	mu        sync.Mutex
 	unclaimed map[uint32]uint64 // byte offset → access count
-	misshapen uint64            // accesses that were not 4 or 8 bytes, dword-aligned
+	misshapen uint64            // accesses that were neither 4 bytes dword-aligned nor 8 bytes qword-aligned
 }
 
 // maxClaims bounds the owner table's index type.
@@ -62,8 +67,17 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 // Size is the BAR size in bytes.
 func (f *RegisterFile) Size() uint32 { return f.size }
 
-// Read serves a trapped read. Registers are 32 bits wide; an aligned 8-byte read returns two
-// consecutive registers (low first), as a 64-bit CPU load would.
+// logKeyMisshapen is the ratelog key of the misshapen-access line.
+const logKeyMisshapen = "regs.misshapen_access"
+
+// SetLimiter makes misshapen accesses log a line (offset and size) through l, rate-limited; the
+// count in Diagnostics is kept either way. Without a limiter (nil, the default) nothing is
+// logged. Safe at any time.
+func (f *RegisterFile) SetLimiter(l *ratelog.Limiter) { f.limit.Store(l) }
+
+// Read serves a trapped read. Registers are 32 bits wide; a qword-aligned 8-byte read returns
+// two consecutive registers (low first), as a 64-bit CPU load would. Any other shape reads
+// all-ones (see shapeOK).
 func (f *RegisterFile) Read(off uint64, p []byte) error {
 	if !f.shapeOK(off, p) {
 		for i := range p {
@@ -77,7 +91,8 @@ func (f *RegisterFile) Read(off uint64, p []byte) error {
 	return nil
 }
 
-// Write serves a trapped write; 8-byte writes update two registers, low first.
+// Write serves a trapped write; qword-aligned 8-byte writes update two registers, low first.
+// Writes of any other shape are dropped (see shapeOK).
 func (f *RegisterFile) Write(off uint64, p []byte) error {
 	if !f.shapeOK(off, p) {
 		return nil
@@ -88,15 +103,23 @@ func (f *RegisterFile) Write(off uint64, p []byte) error {
 	return nil
 }
 
-// shapeOK reports whether an access is one the register file decodes; bad shapes are counted.
-// An access beyond the BAR is the transport's error, reported as EINVAL by Check.
+// shapeOK reports whether an access is one the register file decodes: 4 bytes at a
+// dword-aligned offset or 8 bytes at a qword-aligned offset (docs/device.md). An 8-byte access
+// at 4 mod 8 would straddle two register pairs as a 64-bit register is laid out; it is refused
+// like any other misshapen access, and counted. An access beyond the BAR is the transport's
+// error, reported as EINVAL by Check.
 func (f *RegisterFile) shapeOK(off uint64, p []byte) bool {
-	if (len(p) == 4 || len(p) == 8) && off%4 == 0 && off+uint64(len(p)) <= uint64(f.size) {
+	aligned := len(p) == 4 && off%4 == 0 || len(p) == 8 && off%8 == 0
+	if aligned && off+uint64(len(p)) <= uint64(f.size) {
 		return true
 	}
 	f.mu.Lock()
 	f.misshapen++
 	f.mu.Unlock()
+	if l := f.limit.Load(); l != nil {
+		l.Warn(logKeyMisshapen, "register access of a shape the BAR does not decode: reads all-ones, writes dropped",
+			"offset", fmt.Sprintf("%#x", off), "bytes", len(p))
+	}
 	return false
 }
 
@@ -143,7 +166,7 @@ type UnclaimedAccess struct {
 }
 
 // Diagnostics returns the unclaimed offsets touched (sorted) and the count of accesses that
-// were not aligned 4- or 8-byte accesses.
+// were neither dword-aligned 4-byte nor qword-aligned 8-byte accesses.
 func (f *RegisterFile) Diagnostics() (unclaimed []UnclaimedAccess, misshapen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -29,12 +29,18 @@ func NewVRAM(size, window uint64) (*VRAM, error) {
 	return &VRAM{file: file, mem: mem, window: window}, nil
 }
 
-// sharedMemory creates a memfd of size bytes and maps it read-write, shared.
+// sharedSeals are the seals on every memfd the server hands to a client. The client gets the
+// same file and could otherwise ftruncate it: the server's mapping would then SIGBUS on the
+// next access to a page past the new end. Writes stay allowed (QEMU maps the file shared and
+// the guest writes through it), and F_SEAL_SEAL keeps the client from adding a write seal.
+const sharedSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// sharedMemory creates a sealed memfd of size bytes and maps it read-write, shared.
 func sharedMemory(name string, size uint64) (*os.File, []byte, error) {
 	if size > 1<<40 || size != uint64(int(size)) {
 		return nil, nil, fmt.Errorf("bars: %s size %#x is too large", name, size)
 	}
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bars: memfd_create %s: %w", name, err)
 	}
@@ -42,6 +48,10 @@ func sharedMemory(name string, size uint64) (*os.File, []byte, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		file.Close()
 		return nil, nil, fmt.Errorf("bars: sizing %s to %#x bytes: %w", name, size, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, sharedSeals); err != nil {
+		file.Close()
+		return nil, nil, fmt.Errorf("bars: sealing %s: %w", name, err)
 	}
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -85,14 +95,6 @@ func (v *VRAM) Write(off uint64, p []byte) error {
 func (v *VRAM) checkWindow(off uint64, n int) error {
 	if off >= v.window || uint64(n) > v.window-off {
 		return fmt.Errorf("bars: VRAM access [%#x+%d) outside the %#x-byte window: %w", off, n, v.window, syscall.EINVAL)
-	}
-	return nil
-}
-
-// Zero discards VRAM contents (device reset): the pages go back to the kernel.
-func (v *VRAM) Zero() error {
-	if err := unix.Fallocate(int(v.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, int64(len(v.mem))); err != nil {
-		clear(v.mem)
 	}
 	return nil
 }

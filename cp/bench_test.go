@@ -1,47 +1,91 @@
 package cp_test
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"vgpu/abi"
 	"vgpu/cp/cptest"
 )
 
 // BenchmarkWriteData1 measures the packet rate of a stream of one-dword WRITE_DATA packets
-// to memory (the cheapest real packet) through the in-memory Memory. The ring is filled once
-// with a lap of packets ending in an interrupting fence; each lap is resubmitted by moving
-// wptr one ring further, and the lap's IV ends it.
+// to memory (the cheapest real packet) through the in-memory Memory: b.N packets in all. The
+// ring is filled once with a lap of packets ending in an interrupting fence and a NOP to the
+// ring's end; each lap is resubmitted by moving wptr one ring further, and the lap's IV ends
+// it; a last, partial lap makes the total exactly b.N. It checks the packet count, the IVs
+// and what the writes left in memory.
 func BenchmarkWriteData1(b *testing.B) {
-	const qs = 16 // 2^17 dwords = 512 KiB
+	const (
+		qs      = 16 // 2^17 dwords = 512 KiB
+		ringVA  = 0x100000
+		dataVA  = 0x10000
+		fenceVA = 0x20000
+		slots   = 1024 // WRITE_DATA i writes i to dataVA + (i%slots)*4
+		wdDw    = 5    // dwords of a one-dword WRITE_DATA
+	)
 	r := cptest.NewRig(b, 4<<20)
-	ring := r.StartQueue(1, cptest.QueueConfig{Base: 0x100000, QueueSize: qs})
+	ring := r.StartQueue(1, cptest.QueueConfig{Base: ringVA, QueueSize: qs})
 	perLap := 0
-	for ring.Wptr()+5+8+1 <= ring.Size {
-		ring.WriteMem(0x10000+uint64(perLap%1024)*4, uint32(perLap))
+	for ring.Wptr()+wdDw+8+1 <= ring.Size {
+		ring.WriteMem(dataVA+uint64(perLap%slots)*4, uint32(perLap))
 		perLap++
 	}
-	ring.Fence(0x20000, 1, 0, true)
+	ring.Fence(fenceVA, 1, 0, true)
 	ring.Nop(int(ring.Size - ring.Wptr()))
-	laps := (b.N + perLap - 1) / perLap
+	lap := perLap + 2 // packets per full lap
+	full, rest := b.N/lap, b.N%lap
+	ivs := full
 	b.ResetTimer()
 	start := time.Now()
-	for lap := 1; lap <= laps; lap++ {
-		ring.SetWptr(uint64(lap) * ring.Size)
+	for l := 1; l <= full; l++ {
+		ring.SetWptr(uint64(l) * ring.Size)
 		ring.Kick()
-		if !r.IVs.Wait(lap, cptest.Timeout) {
+		if !r.IVs.Wait(l, cptest.Timeout) {
 			b.Fatal("lap did not finish")
 		}
 	}
+	if rest > 0 {
+		// A partial lap: the first rest packets (writes, then perhaps the fence); it is
+		// done when the queue has consumed them.
+		w := uint64(full)*ring.Size + uint64(min(rest, perLap)*wdDw)
+		if rest > perLap {
+			w += 8
+			ivs++
+		}
+		ring.SetWptr(w)
+		ring.Kick()
+		ring.WaitIdle(b)
+	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	packets := float64(laps * (perLap + 2))
-	b.ReportMetric(packets/elapsed.Seconds(), "packets/s")
-	b.ReportMetric(float64(elapsed.Nanoseconds())/packets, "ns/packet")
+	total := b.N
+	if got := r.CP.Stats().Packets; got != uint64(total) {
+		b.Fatalf("%d packets executed, want %d", got, total)
+	}
+	if n := r.IVs.Len(); n != ivs {
+		b.Fatalf("%d IVs, want %d", n, ivs)
+	}
+	if ivs > 0 && r.Mem.Load32(fenceVA) != 1 {
+		b.Fatal("fence not written")
+	}
+	written := rest
+	if full > 0 {
+		written = perLap
+	}
+	for j := 0; j < min(slots, written); j++ {
+		if v := r.Mem.Load32(dataVA + uint64(j)*4); v%slots != uint32(j) {
+			b.Fatalf("data slot %d holds %d", j, v)
+		}
+	}
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "packets/s") // ns/op is ns per packet
 }
 
 // BenchmarkDMADataCopy measures DMA_DATA copies (through the in-memory Memory, 64 KiB
-// chunks) against a Go copy of the same size; "x-go-copy" is DMA time / copy time.
+// chunks) against a Go copy of the same size; "x-go-copy" is DMA time / copy time. Both
+// copies are checked.
 func BenchmarkDMADataCopy(b *testing.B) {
 	const maxPacket = 32 << 20 // BYTE_COUNT is 26 bits: 64 MiB is two packets
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20} {
@@ -50,6 +94,10 @@ func BenchmarkDMADataCopy(b *testing.B) {
 			r := cptest.NewRig(b, 2<<20+2*size)
 			ring := r.StartQueue(1, cptest.QueueConfig{Base: 0x10000, QueueSize: 10})
 			goSrc, goDst := make([]byte, size), make([]byte, size)
+			for i := range goSrc {
+				goSrc[i] = byte(i*7 + i>>12)
+			}
+			r.Mem.SetBytes(src, goSrc)
 			b.SetBytes(int64(size))
 			b.ResetTimer()
 			start := time.Now()
@@ -64,12 +112,64 @@ func BenchmarkDMADataCopy(b *testing.B) {
 			}
 			dma := time.Since(start)
 			b.StopTimer()
+			if !bytes.Equal(r.Mem.Bytes(dst, size), goSrc) {
+				b.Fatal("DMA_DATA copy differs from its source")
+			}
 			start = time.Now()
 			for i := 0; i < b.N; i++ {
 				copy(goDst, goSrc)
 			}
 			goCopy := time.Since(start)
+			if !bytes.Equal(goDst, goSrc) {
+				b.Fatal("Go copy differs from its source")
+			}
 			b.ReportMetric(float64(dma)/float64(goCopy), "x-go-copy")
+		})
+	}
+}
+
+// BenchmarkWakeLatency measures how late a goroutine that sleeps 100 µs in a loop wakes up
+// (the stand-in for the transport answering a trapped register read) while 16 queues are
+// active: "idle16" with empty rings, "selfkick16" with rings that re-kick themselves forever
+// (see cptest.Ring.SelfKick). It reports the median and p99 lateness in µs.
+func BenchmarkWakeLatency(b *testing.B) {
+	for _, busy := range []bool{false, true} {
+		name := map[bool]string{false: "idle16", true: "selfkick16"}[busy]
+		b.Run(name, func(b *testing.B) {
+			r := cptest.NewRig(b, memSize)
+			r.RouteCPBlocks()
+			for slot := 1; slot <= 16; slot++ {
+				ring := r.StartQueue(slot, queueConfig(slot))
+				if busy {
+					ring.SelfKick(dataBase + uint64(slot)*4)
+					ring.Kick()
+				}
+			}
+			start := r.CP.Stats()
+			const nap = 100 * time.Microsecond
+			late := make([]time.Duration, b.N)
+			b.ResetTimer()
+			for i := range late {
+				t0 := time.Now()
+				time.Sleep(nap)
+				late[i] = time.Since(t0) - nap
+			}
+			b.StopTimer()
+			s := r.CP.Stats()
+			for slot := 1; slot <= 16; slot++ {
+				q := s.Queues[slot]
+				if !q.Active || q.State == abi.HQD_STATE_HALTED {
+					b.Fatalf("slot %d stopped: %+v", slot, q)
+				}
+				// Every self-kicking queue must have run laps while we slept.
+				if busy && b.N >= 100 && q.Rptr == start.Queues[slot].Rptr {
+					b.Fatalf("slot %d made no progress: %+v", slot, q)
+				}
+			}
+			slices.Sort(late)
+			b.ReportMetric(float64(late[len(late)/2].Nanoseconds())/1e3, "p50-late-µs")
+			b.ReportMetric(float64(late[len(late)*99/100].Nanoseconds())/1e3, "p99-late-µs")
+			b.ReportMetric(float64(s.Packets-start.Packets)/float64(b.N), "cp-packets/op")
 		})
 	}
 }

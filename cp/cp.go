@@ -2,11 +2,14 @@ package cp
 
 import (
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"vgpu/abi"
+	"vgpu/ratelog"
 )
 
 // CP is the command processor: NumSlots hardware queues, each run by its own goroutine while
@@ -16,31 +19,48 @@ type CP struct {
 	regs               Registers
 	irq                Interrupts
 	log                *slog.Logger
+	limiter            *ratelog.Limiter
 	gpuClock, sysClock func() uint64
 	maxIB              int
 	stopTimeout        time.Duration
+	turnBudget         time.Duration
 
-	hqds [NumSlots]hqd
-	wg   sync.WaitGroup // every goroutine the CP started
+	hqds  [NumSlots]hqd
+	turns turns          // the fair FIFO of execution turns (turn.go)
+	wg    sync.WaitGroup // every goroutine the CP started
 
 	closed atomic.Bool
 	// parked counts queues parked in WAIT_REG_MEM: Wake returns at once when it is zero.
 	parked atomic.Int32
+	// quiet gets a (non-blocking) signal when a revoked activation leaves its turn: Quiesce
+	// re-checks at once.
+	quiet chan struct{}
+
+	// engMu serialises resets (Reset, CP_ENGINE_RESET) and guards the engine-reset state.
+	// Lock order: engMu before any slot mutex.
+	engMu     sync.Mutex
+	engBusy   uint32 // CP_ENGINE_RESET bits whose reset has not completed
+	engResets uint32 // CP_ENGINE_RESETS
 
 	packets, halts                           atomic.Uint64
 	doorbells, doorbellMisses, wakes, checks atomic.Uint64
 	ibs, ignoredWrites                       atomic.Uint64
+	staleCallouts, yields, refusedActivation atomic.Uint64
 }
 
 // New returns a CP with every queue inactive.
 func New(cfg Config) *CP {
 	c := &CP{
-		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, log: cfg.Log,
+		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, log: cfg.Log, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
-		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout,
+		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
+		quiet: make(chan struct{}, 1),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.limiter == nil {
+		c.limiter = ratelog.New(c.log, 0, 0)
 	}
 	if c.gpuClock == nil {
 		start := time.Now()
@@ -55,6 +75,14 @@ func New(cfg Config) *CP {
 	if c.stopTimeout <= 0 {
 		c.stopTimeout = DefaultStopTimeout
 	}
+	if c.turnBudget <= 0 {
+		c.turnBudget = DefaultTurnBudget
+	}
+	running := cfg.MaxRunning
+	if running <= 0 {
+		running = max(1, runtime.GOMAXPROCS(0)-1)
+	}
+	c.turns.free, c.turns.limit = running, running
 	for i := range c.hqds {
 		c.hqds[i].c, c.hqds[i].slot = c, i
 	}
@@ -91,8 +119,22 @@ func (c *CP) ReadReg(off uint32) uint32 {
 		return uint32(c.halts.Load())
 	case abi.REG_CP_IB_MAX_DEPTH:
 		return IBMaxDepth
+	case abi.REG_CP_ENGINE_RESET_STATUS:
+		busy, _ := c.engineStatus()
+		return busy
+	case abi.REG_CP_ENGINE_RESETS:
+		_, n := c.engineStatus()
+		return n
 	}
 	return 0
+}
+
+// WriteReg writes the CP register block; off is relative to BLOCK_CP_BASE. Only
+// CP_ENGINE_RESET is writable (see EngineReset); other writes are ignored.
+func (c *CP) WriteReg(off, v uint32) {
+	if off+abi.BLOCK_CP_BASE == abi.REG_CP_ENGINE_RESET {
+		c.EngineReset(v)
+	}
 }
 
 // ReadHQD reads register off (a REG_HQD_* offset) of slot's HQD instance. Out-of-range slots
@@ -115,7 +157,8 @@ func (c *CP) WriteHQD(slot int, off uint32, v uint32) {
 
 // Doorbell delivers a doorbell write: dword is the doorbell's dword index (64-bit doorbell k
 // is dword 2k), value its whole 64-bit content. Every active queue with DOORBELL_EN and that
-// DOORBELL_OFFSET gets wptr = value and is kicked.
+// DOORBELL_OFFSET gets wptr = value and is kicked. It takes no lock and never blocks, so it may
+// be called from any goroutine, with or without the device's register lock.
 func (c *CP) Doorbell(dword uint32, value uint64) {
 	c.doorbells.Add(1)
 	hit := false
@@ -146,43 +189,6 @@ func (c *CP) Wake() {
 	}
 }
 
-// Reset stops every queue (a dequeue reset), returns every HQD register and counter to its
-// power-on value, and waits up to the stop timeout for the queue goroutines to end.
-func (c *CP) Reset() {
-	var waits []chan struct{}
-	for i := range c.hqds {
-		if q := c.hqds[i].reset(); q != nil {
-			waits = append(waits, q.done)
-		}
-	}
-	c.packets.Store(0)
-	c.halts.Store(0)
-	deadline := time.NewTimer(c.stopTimeout)
-	defer deadline.Stop()
-	for _, d := range waits {
-		select {
-		case <-d:
-		case <-deadline.C:
-			c.log.Warn("cp: reset: a queue did not stop in time; it is abandoned", "timeout", c.stopTimeout)
-			return
-		}
-	}
-}
-
-// Close stops every queue like Reset, refuses later activations, and waits (bounded) for
-// every goroutine the CP started.
-func (c *CP) Close() {
-	c.closed.Store(true)
-	c.Reset()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(c.stopTimeout):
-		c.log.Warn("cp: close: goroutines still running", "timeout", c.stopTimeout)
-	}
-}
-
 // Stats is a diagnostic snapshot.
 type Stats struct {
 	Packets        uint64 // packets executed since reset (REG_CP_PACKETS)
@@ -193,7 +199,25 @@ type Stats struct {
 	WaitChecks     uint64 // re-evaluations of parked WAIT_REG_MEM conditions
 	IBs            uint64 // INDIRECT_BUFFER starts (calls and chains)
 	IgnoredWrites  uint64 // HQD writes ignored (configuration while active, unknown values)
-	Queues         [NumSlots]QueueStats
+	// StaleCallouts counts call outs refused because the goroutine's activation had been
+	// revoked (a Reset, an engine reset, or a newer activation of its slot) since its turn began.
+	StaleCallouts uint64
+	// Yields counts turns a queue gave up because it used its budget (Config.TurnBudget)
+	// with work left; TurnWaits counts turns that had to wait for one (Config.MaxRunning).
+	Yields, TurnWaits uint64
+	// RefusedActivations counts ACTIVE=1 writes ignored because MaxLivePerSlot goroutines
+	// of that slot were still alive (earlier activations stuck in a call out).
+	RefusedActivations uint64
+	// EngineResetBusy is CP_ENGINE_RESET_STATUS; EngineResets is CP_ENGINE_RESETS.
+	EngineResetBusy, EngineResets uint32
+	// Draining is how many revoked activations are still inside a turn (a call out that
+	// began before their revocation may be in progress): Quiesce waits for 0. Live is how
+	// many queue goroutines exist (current and revoked ones still returning).
+	Draining, Live int
+	// LogLines and LogSuppressed are the rate-limited log lines of cp's keys written and
+	// suppressed (Config.Limiter; its Counts break them down by key).
+	LogLines, LogSuppressed uint64
+	Queues                  [NumSlots]QueueStats
 }
 
 // QueueStats is one slot's state.
@@ -211,6 +235,14 @@ type QueueStats struct {
 	Idle bool
 }
 
+// Queue returns one slot's state (a cheaper Stats().Queues[slot]).
+func (c *CP) Queue(slot int) QueueStats {
+	if slot < 0 || slot >= NumSlots {
+		return QueueStats{}
+	}
+	return c.hqds[slot].stats()
+}
+
 // Stats returns a snapshot of the counters and every queue's state.
 func (c *CP) Stats() Stats {
 	s := Stats{
@@ -218,9 +250,20 @@ func (c *CP) Stats() Stats {
 		Doorbells: c.doorbells.Load(), DoorbellMisses: c.doorbellMisses.Load(),
 		Wakes: c.wakes.Load(), WaitChecks: c.checks.Load(), IBs: c.ibs.Load(),
 		IgnoredWrites: c.ignoredWrites.Load(),
+		StaleCallouts: c.staleCallouts.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
+		RefusedActivations: c.refusedActivation.Load(),
 	}
+	s.EngineResetBusy, s.EngineResets = c.engineStatus()
 	for i := range c.hqds {
 		s.Queues[i] = c.hqds[i].stats()
+		s.Draining += c.hqds[i].draining()
+		s.Live += c.hqds[i].alive()
+	}
+	for _, n := range c.limiter.Counts() {
+		if strings.HasPrefix(n.Key, logKeyPrefix) {
+			s.LogLines += n.Logged
+			s.LogSuppressed += n.Suppressed
+		}
 	}
 	return s
 }

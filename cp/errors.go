@@ -31,6 +31,15 @@ func (f *fault) Error() string {
 
 func (f *fault) Unwrap() error { return f.err }
 
+// Keys of cp's rate-limited log lines (Config.Limiter): a fixed set, one per kind of event.
+const (
+	logKeyPrefix  = "cp."
+	logKeyHalt    = "cp.halt"
+	logKeyIgnored = "cp.ignored-write"
+	logKeyRefused = "cp.activation-refused"
+	logKeyClose   = "cp.close"
+)
+
 // Sentinels of the execution loop (not guest errors).
 var (
 	errStop   = errors.New("cp: dequeue requested") // a drain or reset interrupted the packet

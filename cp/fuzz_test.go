@@ -2,6 +2,7 @@ package cp_test
 
 import (
 	"encoding/binary"
+	"runtime"
 	"testing"
 	"time"
 
@@ -57,6 +58,10 @@ func pad(qs uint8, pkts ...[]uint32) []uint32 {
 // endless kernel, halted or stopped) within a bounded number of packets and a deadline;
 // DEQUEUE_RESET then stops it from whatever state; and an access outside the test memory
 // always halts the queue with CP_ERROR_TRANSLATION (engine writes land only in memory).
+//
+// One CP serves every input of a worker: between inputs it is Reset (which revokes whatever
+// the input left running, so nothing of one input can touch the next), quiesced, and the
+// memory, registers and IVs the input touched are cleared.
 func FuzzRing(f *testing.F) {
 	ib := cptest.NewIB(cptest.NewMemory(fuzzMem), fuzzData)
 	ib.WriteMem(fuzzData+0x1000, 1, 2, 3)
@@ -77,13 +82,34 @@ func FuzzRing(f *testing.F) {
 		cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), cptest.DispatchDirect(1, 1, 1)), nil))
 	f.Add(fuzzInput(0, pad(0, cptest.WriteMem(fuzzMem-4, 1, 2)), nil))
 	f.Add(fuzzInput(0, cptest.WriteMem(fuzzData, 1, 2)[:3], nil))
-	f.Add(fuzzInput(1, pad(1, cptest.WriteReg(abi.BLOCK_HQD_BASE/4+abi.BLOCK_HQD_STRIDE/4+abi.REG_HQD_DEQUEUE_REQUEST/4, 2)), nil))
+	f.Add(fuzzInput(1, pad(1, cptest.WriteReg(cptest.HQDReg(1, abi.REG_HQD_DEQUEUE_REQUEST), 2)), nil))
+	f.Add(fuzzInput(0, pad(0, cptest.WriteReg(abi.REG_CP_ENGINE_RESET/4, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK),
+		cptest.WriteMem(fuzzData, 1)), nil))
 	f.Add([]byte{0, 0xEE, 0x10, 0, 0xC0})
+
+	r := cptest.NewRig(f, fuzzMem, func(c *cp.Config) {
+		c.MaxIBExpansions = 4
+		c.GPUClock = func() uint64 { return 1 }
+		c.SystemClock = func() uint64 { return 2 }
+	})
+	// Packets may read HQD and CP registers, dequeue queues (their own included) and reset
+	// engines, but not program or kick queues: a queue that advances its own wptr could
+	// legitimately run forever.
+	r.RouteCPBlocks()
+	route := r.Regs.Hook
+	r.Regs.Hook = func(reg, v uint32, write bool) (uint32, bool) {
+		if write && reg*4 >= abi.BLOCK_HQD_BASE && reg*4 < abi.BLOCK_HQD_BASE+abi.BLOCK_HQD_SIZE &&
+			(reg*4-abi.BLOCK_HQD_BASE)%abi.BLOCK_HQD_STRIDE != abi.REG_HQD_DEQUEUE_REQUEST {
+			return 0, true
+		}
+		return route(reg, v, write)
+	}
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 {
 			return
 		}
+		defer fuzzReset(t, r)
 		qs := uint32(in[0]%4 + 5) // 64..512 dwords
 		size := 1 << (qs + 1)
 		ringBytes := in[1:]
@@ -93,23 +119,6 @@ func FuzzRing(f *testing.F) {
 		rest := in[1+len(ringBytes):]
 		wptr := uint64(len(ringBytes) / 4)
 
-		r := cptest.NewRig(t, fuzzMem, func(c *cp.Config) {
-			c.MaxIBExpansions = 4
-			c.GPUClock = func() uint64 { return 1 }
-			c.SystemClock = func() uint64 { return 2 }
-		})
-		// Packets may read HQD and CP registers and dequeue queues (their own included), but
-		// not program or kick them: a queue that advances its own wptr could legitimately
-		// run forever.
-		r.RouteCPBlocks()
-		route := r.Regs.Hook
-		r.Regs.Hook = func(reg, v uint32, write bool) (uint32, bool) {
-			if write && reg*4 >= abi.BLOCK_HQD_BASE && reg*4 < abi.BLOCK_HQD_BASE+abi.BLOCK_HQD_SIZE &&
-				(reg*4-abi.BLOCK_HQD_BASE)%abi.BLOCK_HQD_STRIDE != abi.REG_HQD_DEQUEUE_REQUEST {
-				return 0, true
-			}
-			return route(reg, v, write)
-		}
 		r.Mem.SetBytes(fuzzRing, ringBytes)
 		if len(rest) > fuzzMem-fuzzData {
 			rest = rest[:fuzzMem-fuzzData]
@@ -120,45 +129,66 @@ func FuzzRing(f *testing.F) {
 		ring.Kick()
 
 		// Wait for a quiet state: idle (drained, or stuck on a packet that extends past
-		// wptr), parked, in the endless kernel, halted, or stopped.
+		// wptr), parked, in the endless kernel, halted, or stopped (the input may dequeue
+		// its queue or reset its engine).
 		deadline := time.Now().Add(fuzzDeadline)
-		for {
-			s := r.CP.Stats()
-			q := s.Queues[1]
-			if s.Packets > fuzzMaxPackets {
-				t.Fatalf("%d packets executed, bound %d", s.Packets, fuzzMaxPackets)
+		var q cp.QueueStats
+		for spin := 0; ; spin++ {
+			q = r.CP.Queue(1)
+			if p := fuzzPackets(r); p > fuzzMaxPackets {
+				t.Fatalf("%d packets executed, bound %d", p, fuzzMaxPackets)
 			}
 			if !q.Active || q.Idle || q.State == abi.HQD_STATE_HALTED || q.State == abi.HQD_STATE_WAITING ||
 				q.State == abi.HQD_STATE_BUSY_KERNEL {
 				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("queue did not settle: %+v", q)
-			}
-			time.Sleep(20 * time.Microsecond)
+			fuzzPause(t, spin, deadline, "queue did not settle", q)
 		}
-		final := r.CP.Stats().Queues[1]
-		t.Logf("settled: %+v", final)
-		if _, _, _, _, oob := r.Mem.Counters(); oob > 0 {
-			// Other queues started by the input may be the ones that faulted.
-			faulted := false
-			for _, q := range r.CP.Stats().Queues {
-				faulted = faulted || q.Error == abi.CP_ERROR_TRANSLATION
-			}
-			if !faulted {
-				t.Fatalf("%d accesses outside memory but no queue halted with TRANSLATION (slot 1: %+v)", oob, final)
-			}
+		t.Logf("settled: %+v", q)
+		if _, _, _, _, oob := r.Mem.Counters(); oob > 0 && q.Error != abi.CP_ERROR_TRANSLATION {
+			t.Fatalf("%d accesses outside memory but the queue did not halt with TRANSLATION: %+v", oob, q)
 		}
-		// Reset stops the queue from any state.
+		// DEQUEUE_RESET stops the queue from any state.
 		r.WriteHQD(1, abi.REG_HQD_DEQUEUE_REQUEST, abi.HQD_DEQUEUE_RESET)
-		for r.ReadHQD(1, abi.REG_HQD_ACTIVE) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("DEQUEUE_RESET did not stop the queue: %+v", r.CP.Stats().Queues[1])
-			}
-			time.Sleep(100 * time.Microsecond)
+		for spin := 0; r.ReadHQD(1, abi.REG_HQD_ACTIVE) != 0; spin++ {
+			fuzzPause(t, spin, deadline, "DEQUEUE_RESET did not stop the queue", r.CP.Queue(1))
 		}
 		if st := r.ReadHQD(1, abi.REG_HQD_STATUS); st != 0 {
 			t.Fatalf("status %#x after DEQUEUE_RESET", st)
 		}
 	})
+}
+
+func fuzzPackets(r *cptest.Rig) uint64 {
+	return uint64(r.CP.ReadReg(abi.REG_CP_PACKETS_HI-abi.BLOCK_CP_BASE))<<32 | uint64(r.CP.ReadReg(abi.REG_CP_PACKETS_LO-abi.BLOCK_CP_BASE))
+}
+
+// fuzzPause is one step of a wait for the queue: a yield at first (the queue goroutine is
+// usually done within microseconds), then short sleeps; past the deadline it fails.
+func fuzzPause(t *testing.T, spin int, deadline time.Time, what string, q cp.QueueStats) {
+	if spin < 2000 {
+		runtime.Gosched()
+		return
+	}
+	if time.Now().After(deadline) {
+		t.Fatalf("%s: %+v", what, q)
+	}
+	time.Sleep(20 * time.Microsecond)
+}
+
+// fuzzReset returns the rig to its state before the input: Reset revokes whatever the input
+// left running, Quiesce proves none of it can act any more, and the goroutines are gone
+// before the next input activates the slot again.
+func fuzzReset(t *testing.T, r *cptest.Rig) {
+	r.CP.Reset()
+	if !r.CP.Quiesce(fuzzDeadline) {
+		t.Fatalf("Quiesce timed out: %+v", r.CP.Stats())
+	}
+	deadline := time.Now().Add(fuzzDeadline)
+	for spin := 0; r.CP.Stats().Live != 0; spin++ {
+		fuzzPause(t, spin, deadline, "queue goroutines did not end", r.CP.Queue(1))
+	}
+	r.Mem.Reset()
+	r.Regs.Reset()
+	r.IVs.Reset()
 }

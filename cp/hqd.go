@@ -2,6 +2,7 @@ package cp
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,9 @@ type hqd struct {
 	// q is the latest activation, nil after power-on and reset. Stored under mu; loaded
 	// without it by Doorbell, Wake and the queue itself.
 	q atomic.Pointer[queue]
+	// live holds every activation of this slot whose goroutine has not ended (the current
+	// one and revoked ones still finishing), at most MaxLivePerSlot.
+	live []*queue
 }
 
 // maxVMID: HQD_VMID must fit the 4-bit VMID fields of IVs and IBs.
@@ -171,7 +175,7 @@ func (h *hqd) write(off, v uint32) {
 
 func (h *hqd) ignored(what string, v uint32) {
 	h.c.ignoredWrites.Add(1)
-	h.c.log.Debug("cp: "+what, "slot", h.slot, "value", v)
+	h.c.limiter.Log(slog.LevelDebug, logKeyIgnored, "cp: "+what, "slot", h.slot, "value", v)
 }
 
 // activate starts a queue with the programmed ring (mu held). An invalid configuration
@@ -181,6 +185,14 @@ func (h *hqd) activate() {
 	c := h.c
 	if c.closed.Load() {
 		h.ignored("ACTIVE=1 after Close", 1)
+		return
+	}
+	if len(h.live) >= MaxLivePerSlot {
+		// Earlier activations are stuck in call outs (revoked, they cannot act): do not pile
+		// up more goroutines behind them.
+		c.refusedActivation.Add(1)
+		c.limiter.Warn(logKeyRefused, "cp: ACTIVE=1 ignored: earlier activations of the slot are still inside a call out",
+			"slot", h.slot, "alive", len(h.live))
 		return
 	}
 	qs := h.control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
@@ -195,6 +207,7 @@ func (h *hqd) activate() {
 		doorbellEn:   h.doorbell&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0,
 		doorbellOff:  h.doorbell & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
 		wake:         make(chan struct{}, 1),
+		grant:        make(chan struct{}, 1),
 		done:         make(chan struct{}),
 	}
 	q.pollInterval = time.Duration(h.pollCntl&abi.REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US_MASK>>abi.REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US__SHIFT) * time.Microsecond
@@ -221,14 +234,53 @@ func (h *hqd) activate() {
 		why, bad = "PQ_WPTR_POLL_ADDR not qword aligned", q.pollAddr
 	}
 	if why != "" {
+		// The goroutine reports from this snapshot: a DEQUEUE_RESET may clear the error
+		// fields (under mu) before it runs.
 		q.initFault = &fault{code: abi.CP_ERROR_RING_CONFIG, why: why}
+		q.initAddr, q.initInfo = bad, h.control
 		q.state.Store(abi.HQD_STATE_HALTED)
 		q.errCode, q.errAddr, q.errInfo = abi.CP_ERROR_RING_CONFIG, bad, h.control
 	}
 	h.wptrLo, h.wptrHi = 0, 0
+	if old := h.q.Load(); old != nil {
+		old.revoke() // stopped already; its goroutine may still be finishing a halt report
+	}
 	h.q.Store(q)
+	h.live = append(h.live, q)
 	c.wg.Add(1)
 	go q.run()
+}
+
+// ended removes a finished activation from live (its goroutine is returning).
+func (h *hqd) ended(q *queue) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, l := range h.live {
+		if l == q {
+			h.live = append(h.live[:i], h.live[i+1:]...)
+			return
+		}
+	}
+}
+
+// alive counts this slot's goroutines.
+func (h *hqd) alive() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.live)
+}
+
+// draining counts this slot's revoked activations that are still inside a turn.
+func (h *hqd) draining() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, q := range h.live {
+		if q.draining() {
+			n++
+		}
+	}
+	return n
 }
 
 // dequeue handles DEQUEUE_REQUEST (mu held). A running queue is only flagged and signalled;
@@ -253,21 +305,18 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 	q.signal()
 }
 
-// reset returns the instance to power-on state and asks its queue to stop; it returns that
-// queue (nil if none) so the caller can wait for it.
-func (h *hqd) reset() *queue {
+// reset returns the instance to power-on state and revokes every activation of the slot
+// still alive (each stops at once and can no longer call out). It does not wait.
+func (h *hqd) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	q := h.q.Load()
-	if q != nil {
-		q.stopReq.Store(abi.HQD_DEQUEUE_RESET)
-		q.signal()
+	for _, q := range h.live {
+		q.revoke()
 	}
 	h.q.Store(nil)
 	h.vmid, h.baseLo, h.baseHi, h.control = 0, 0, 0, 0
 	h.reportLo, h.reportHi, h.pollLo, h.pollHi = 0, 0, 0, 0
 	h.wptrLo, h.wptrHi, h.doorbell, h.pollCntl = 0, 0, 0, 0
-	return q
 }
 
 func (h *hqd) stats() QueueStats {

@@ -2,7 +2,6 @@ package cp
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,11 +78,13 @@ func (q *queue) exec(op, hdr uint32, p []byte) error {
 		return q.copyData(count, p)
 	case abi.PM4_IT_EVENT_WRITE:
 		// CS_PARTIAL_FLUSH waits for earlier work of the queue: packets already run in order
-		// to completion, so every event is a no-op. Sampling events carry an address (COUNT 2).
-		if count != 0 && count != 2 {
-			return badPacket("EVENT_WRITE COUNT must be 0 or 2")
+		// to completion, so an event without data is a no-op. Sampling events (COUNT 2: an
+		// address the result is written to) have nothing to sample here; accepting them
+		// would leave the address unwritten and a wait on it hanging, so they are refused.
+		if count == 2 {
+			return badPacket("EVENT_WRITE with an address (a sampling event) is not supported")
 		}
-		return nil
+		return wantCount(count, 0)
 	case abi.PM4_IT_DMA_DATA:
 		return q.dmaData(count, p)
 	case abi.PM4_IT_DISPATCH_DIRECT:
@@ -119,8 +120,11 @@ func (q *queue) setReg(count uint32, p []byte, base, end, reservedMask uint32) e
 		return badRegister("SET_*_REG beyond its register space", nil)
 	}
 	for i := uint32(0); i < count; i++ {
-		if err := q.c.regs.WriteReg(first+i, dw(p, 2+int(i))); err != nil {
-			return badRegister("register write refused", err)
+		if err := q.writeReg(first+i, dw(p, 2+int(i))); err != nil {
+			return err
+		}
+		if i%longPacketCheck == longPacketCheck-1 && !q.chunkDone(longPacketCheck) {
+			return errStop
 		}
 	}
 	return nil
@@ -156,21 +160,6 @@ func regOperand(v uint32) (uint32, error) {
 	return v, nil
 }
 
-func (q *queue) writeReg(r, v uint32) error {
-	if err := q.c.regs.WriteReg(r, v); err != nil {
-		return badRegister("register write refused", err)
-	}
-	return nil
-}
-
-func (q *queue) readReg(r uint32) (uint32, error) {
-	v, err := q.c.regs.ReadReg(r)
-	if err != nil {
-		return 0, badRegister("register read refused", err)
-	}
-	return v, nil
-}
-
 // writeData is WRITE_DATA: data dwords to registers or memory, consecutive or all to one
 // address. DST_SEL 2 goes through L2; 1 and 5 bypass it when CACHE_POLICY is BYPASS.
 func (q *queue) writeData(count uint32, p []byte) error {
@@ -196,6 +185,9 @@ func (q *queue) writeData(count uint32, p []byte) error {
 			if !one {
 				r++
 			}
+			if i/4%longPacketCheck == longPacketCheck-1 && !q.chunkDone(longPacketCheck) {
+				return errStop
+			}
 		}
 		return nil
 	case abi.PM4_WRITE_DATA_DST_MEM_GRBM, abi.PM4_WRITE_DATA_DST_TC_L2, abi.PM4_WRITE_DATA_DST_MEM:
@@ -212,6 +204,9 @@ func (q *queue) writeData(count uint32, p []byte) error {
 		for i := 0; i < len(data); i += 4 {
 			if err := q.write(bypass, a, data[i:i+4]); err != nil {
 				return err
+			}
+			if i/4%longPacketCheck == longPacketCheck-1 && !q.chunkDone(longPacketCheck) {
+				return errStop
 			}
 		}
 		return nil
@@ -328,7 +323,6 @@ func (q *queue) indirectBuffer(count uint32, p []byte) error {
 // cacheActions performs the GL2 part of a GCR request on [va, va+size) (CacheAll: every
 // line): write-back and/or invalidate, then discard. GLM/GLV/GL1/GLK/GLI have no model.
 func (q *queue) cacheActions(wb, inv, discard bool, va, size uint64) error {
-	a := Access{VMID: q.vmid, Slot: q.slot}
 	var op CacheOp
 	switch {
 	case wb && inv:
@@ -339,14 +333,12 @@ func (q *queue) cacheActions(wb, inv, discard bool, va, size uint64) error {
 		op = CacheInv
 	}
 	if op != 0 {
-		if err := q.c.mem.CacheOp(a, op, va, size); err != nil {
-			return memFault(err, va)
+		if err := q.cacheOp(op, va, size); err != nil {
+			return err
 		}
 	}
 	if discard {
-		if err := q.c.mem.CacheOp(a, CacheDiscard, va, size); err != nil {
-			return memFault(err, va)
-		}
+		return q.cacheOp(CacheDiscard, va, size)
 	}
 	return nil
 }
@@ -391,7 +383,9 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		case releaseDataSysClock:
 			binary.LittleEndian.PutUint64(q.scratch[:], q.c.sysClock())
 		}
-		q.c.mem.FenceCheck(q.slot, a)
+		if err := q.fenceCheck(a); err != nil {
+			return err
+		}
 		bypass := dstSel == releaseDstMem &&
 			field(d1, abi.PM4_RELEASE_MEM_CACHE_POLICY_MASK, abi.PM4_RELEASE_MEM_CACHE_POLICY__SHIFT) == abi.PM4_CACHE_POLICY_BYPASS
 		if err := q.write(bypass, a, q.scratch[:n]); err != nil {
@@ -400,7 +394,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		q.fences.Add(1)
 	}
 	if intSel != releaseIntNone {
-		q.c.irq.Push(IV{
+		return q.push(IV{
 			Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.vmid),
 			Data: [4]uint32{dw(p, 7)},
 		})
@@ -620,15 +614,15 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
 	for i := copy(b, t[:]); i < len(b); i *= 2 {
 		copy(b[i:], b[:i]) // doubling: i stays a multiple of 4, so the phase is kept
 	}
-	for off := uint64(0); off < n; {
-		if q.resetRequested() {
+	for off, units := uint64(0), 0; off < n; {
+		if !q.chunkDone(units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)
 		if err := q.write(bypass, dst+off, b[:m]); err != nil {
 			return err
 		}
-		off += m
+		off, units = off+m, int(m>>12)
 	}
 	return nil
 }
@@ -637,27 +631,21 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
 // chunk-wise results, as undefined on hardware).
 func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n uint64) error {
 	if c, ok := q.mem.(Copier); ok && srcBypass == dstBypass {
-		a := Access{VMID: q.vmid, Slot: q.slot, Bypass: srcBypass}
-		for off := uint64(0); off < n; {
-			if q.resetRequested() {
+		for off, units := uint64(0), 0; off < n; {
+			if !q.chunkDone(units) {
 				return errStop
 			}
 			m := min(n-off, copyChunkBytes)
-			if err := c.Copy(a, dst+off, src+off, m); err != nil {
-				va := src + off
-				var at interface{ FaultAddress() uint64 }
-				if errors.As(err, &at) {
-					va = at.FaultAddress()
-				}
-				return memFault(err, va)
+			if err := q.copy(c, srcBypass, dst+off, src+off, m); err != nil {
+				return err
 			}
-			off += m
+			off, units = off+m, int(m>>12)
 		}
 		return nil
 	}
 	b := q.chunkBuf()
-	for off := uint64(0); off < n; {
-		if q.resetRequested() {
+	for off, units := uint64(0), 0; off < n; {
+		if !q.chunkDone(units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)
@@ -667,7 +655,7 @@ func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, 
 		if err := q.write(dstBypass, dst+off, b[:m]); err != nil {
 			return err
 		}
-		off += m
+		off, units = off+m, int(m>>11) // read and write: 2 units per 4 KiB
 	}
 	return nil
 }

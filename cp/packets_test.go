@@ -421,7 +421,10 @@ func TestEventWriteAndPfpSyncMe(t *testing.T) {
 	runPktCases(t, []pktCase{
 		{name: "cs-partial-flush", pkts: [][]uint32{cptest.WriteMem(dataBase, 1), cptest.CSPartialFlush(), cptest.WriteMem(dataBase+4, 2)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 1, 2) }},
-		{name: "eop-event-with-address", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 0x28|5<<8, 0, 0)}},
+		// Sampling events carry an address there is nothing to write to: refused.
+		{name: "sampling-event-with-address", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 0x28|5<<8, uint32(dataBase), 0)},
+			wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "event-count-3", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "event-count-1", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "pfp-sync-me-gfx", gfx: true, pkts: [][]uint32{cptest.PfpSyncMe(), cptest.WriteMem(dataBase, 3)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 3) }},

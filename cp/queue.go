@@ -2,6 +2,7 @@ package cp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,13 @@ type queue struct {
 	doorbellEn   bool
 	doorbellOff  uint32
 	initFault    *fault // invalid configuration: the queue starts halted
+	initAddr     uint64 // its ERROR_ADDR and ERROR_INFO, for the report
+	initInfo     uint32
 	wake         chan struct{}
+	grant        chan struct{} // a turn handed over by CP.turns
 	done         chan struct{} // closed when the goroutine has ended
+
+	gate gate // the call-out gate (gate.go); its own cache line
 
 	// Shared with the register path.
 	wptr      atomic.Uint64 // last write pointer delivered (dwords, monotonic)
@@ -63,6 +69,11 @@ type queue struct {
 	rptrBuf   [4]byte
 	pollBuf   [8]byte
 	chunk     []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
+
+	turn      bool      // inside a turn (turn.go)
+	turnStart time.Time // when it began
+	turnWork  int       // work units done in it
+	nextCheck int       // turnWork at which the clock is read next
 }
 
 // stream is a dword source being executed: the ring (positions are the monotonic dword
@@ -109,15 +120,18 @@ func (q *queue) stopLocked(reset bool) {
 	}
 }
 
-// current reports whether q is still its slot's activation (a reset replaces it).
-func (q *queue) current() bool { return q.h.q.Load() == q }
+// current reports whether q is still its slot's activation (a reset replaces it) and not
+// revoked.
+func (q *queue) current() bool { return q.h.q.Load() == q && !q.gate.revoked.Load() }
 
-// run is the queue goroutine.
+// run is the queue goroutine. It executes only inside a turn (turn.go) and gives the turn
+// back before every wait.
 func (q *queue) run() {
-	defer q.c.wg.Done()
-	defer close(q.done)
+	defer q.finish()
 	if q.initFault != nil {
-		q.report(q.initFault, q.errAddr, q.errInfo)
+		if q.takeTurn(stopOnRevoke) {
+			q.report(q.initFault, q.initAddr, q.initInfo)
+		}
 		return
 	}
 	defer q.exit()
@@ -126,7 +140,7 @@ func (q *queue) run() {
 	ring := &q.streams[0]
 	*ring = stream{base: q.base, size: q.size, ring: true}
 	for {
-		if q.stopReq.Load() != 0 {
+		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
 			return
 		}
 		if q.pollEn {
@@ -144,6 +158,7 @@ func (q *queue) run() {
 			if !q.endBatch() {
 				return
 			}
+			q.endTurn()
 			q.idleAt.Store(w + 1)
 			q.sleep()
 			q.idleAt.Store(0)
@@ -206,6 +221,14 @@ func (q *queue) flushCount() {
 	q.count = 0
 }
 
+// finish ends the goroutine: it leaves its turn and the slot's live set.
+func (q *queue) finish() {
+	q.endTurn()
+	q.h.ended(q)
+	close(q.done)
+	q.c.wg.Done()
+}
+
 // exit ends the activation: a dequeue request makes it inactive; a halted queue stays active
 // (HALTED) until DEQUEUE_RESET.
 func (q *queue) exit() {
@@ -263,7 +286,10 @@ func (q *queue) execute() execStatus {
 		switch hdr >> abi.PM4_HEADER_TYPE__SHIFT {
 		case abi.PM4_TYPE2:
 			s.pos++
-			q.count++
+			if !q.packetDone() {
+				q.level = 0
+				return execStop
+			}
 			continue
 		case abi.PM4_TYPE3:
 			if hdr&pm4HeaderReserved != 0 {
@@ -288,7 +314,10 @@ func (q *queue) execute() execStatus {
 		op := hdr & abi.PM4_HEADER_OPCODE_MASK >> abi.PM4_HEADER_OPCODE__SHIFT
 		if op == abi.PM4_IT_NOP {
 			s.pos += n // skipped without fetching the payload
-			q.count++
+			if !q.packetDone() {
+				q.level = 0
+				return execStop
+			}
 			continue
 		}
 		var p []byte
@@ -328,7 +357,10 @@ func (q *queue) execute() execStatus {
 		if !isIB {
 			s.pos = pos + n
 		}
-		q.count++
+		if !q.packetDone() {
+			q.level = 0
+			return execStop
+		}
 	}
 }
 
@@ -365,21 +397,6 @@ func (q *queue) fetch(s *stream, pos, n uint64) ([]byte, error) {
 	return b[:n*4], nil
 }
 
-// read and write are the queue's memory accesses; errors come back as faults carrying va.
-func (q *queue) read(bypass bool, va uint64, p []byte) error {
-	if err := q.mem.Read(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
-		return memFault(err, va)
-	}
-	return nil
-}
-
-func (q *queue) write(bypass bool, va uint64, p []byte) error {
-	if err := q.mem.Write(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
-		return memFault(err, va)
-	}
-	return nil
-}
-
 // park blocks the goroutine in a WAIT_REG_MEM until cond holds, re-checking on every wake
 // and on a timer that starts at the packet's poll interval and backs off. A dequeue request
 // (drain or reset) ends the wait with errStop.
@@ -411,6 +428,7 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 			return err
 		}
 		checked := time.Now()
+		q.endTurn() // a parked queue holds no turn
 		q.timer.Reset(d)
 		woke := false
 		select {
@@ -423,16 +441,18 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 		if q.stopReq.Load() != 0 {
 			return errStop
 		}
-		if !woke {
-			continue
-		}
-		if since := time.Since(checked); since < holdoff {
-			if q.pause(holdoff - since) {
-				return errStop
+		if woke {
+			if since := time.Since(checked); since < holdoff {
+				if q.pause(holdoff - since) {
+					return errStop
+				}
+				holdoff = min(2*holdoff, maxWakeHoldoff)
+			} else {
+				holdoff = minWakeHoldoff
 			}
-			holdoff = min(2*holdoff, maxWakeHoldoff)
-		} else {
-			holdoff = minWakeHoldoff
+		}
+		if !q.takeTurn(stopOnDequeue) {
+			return errStop
 		}
 	}
 }
@@ -460,6 +480,7 @@ func (q *queue) endless() error {
 		return errHalted
 	}
 	q.state.Store(abi.HQD_STATE_BUSY_KERNEL)
+	q.endTurn()
 	for {
 		<-q.wake
 		if q.stopReq.Load() == abi.HQD_DEQUEUE_RESET {
@@ -472,9 +493,10 @@ func (q *queue) endless() error {
 func (q *queue) resetRequested() bool { return q.stopReq.Load() == abi.HQD_DEQUEUE_RESET }
 
 // halt stops the queue on an error: STATE=HALTED with the error fields, then (outside the
-// lock) the log line and the IV. The queue stays active until DEQUEUE_RESET.
+// lock) the log line and the IV. The queue stays active until DEQUEUE_RESET. A revoked
+// activation does not halt: it only stops.
 func (q *queue) halt(err error, addr uint64, hdr uint32) {
-	if err == errHalted {
+	if err == errHalted || err == errRevoked || err == errStop {
 		return
 	}
 	f := asFault(err)
@@ -490,17 +512,20 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 	q.report(f, addr, hdr)
 }
 
-// report counts, logs and signals a halt (queue goroutine only: it calls Interrupts).
+// report counts, logs (rate-limited) and signals a halt (inside a turn: it calls
+// Interrupts). A revoked activation reports nothing.
 func (q *queue) report(f *fault, addr uint64, info uint32) {
-	if q.current() {
-		q.c.halts.Add(1)
+	if !q.current() {
+		return
 	}
-	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", addr, "info", info, "why", f.why}
+	q.c.halts.Add(1)
+	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", fmt.Sprintf("%#x", addr),
+		"info", fmt.Sprintf("%#x", info), "why", f.why}
 	if f.err != nil {
 		attrs = append(attrs, "cause", f.err)
 	}
-	q.c.log.Warn("cp: queue halted", attrs...)
-	q.c.irq.Push(IV{
+	q.c.limiter.Warn(logKeyHalt, "cp: queue halted", attrs...)
+	_ = q.push(IV{
 		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.vmid),
 		Data: [4]uint32{f.code, uint32(addr), uint32(addr >> 32), info},
 	})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
+	"vgpu/ratelog"
 )
 
 // Access says how one engine memory access reaches memory. It mirrors gpummu.Access; the
@@ -94,6 +95,9 @@ type Config struct {
 	Registers  Registers
 	Interrupts Interrupts
 	Log        *slog.Logger // nil: discard
+	// Limiter rate-limits every log line a guest can trigger (halts, ignored writes, queues
+	// that do not stop). nil: a limiter with ratelog's defaults writing to Log.
+	Limiter *ratelog.Limiter
 
 	// GPUClock and SystemClock give the 64-bit timestamps of RELEASE_MEM DATA_SEL 3/4 and
 	// COPY_DATA's clock source. nil: nanoseconds since New (GPU) and Unix nanoseconds (system).
@@ -102,9 +106,16 @@ type Config struct {
 	// MaxIBExpansions bounds INDIRECT_BUFFER starts (calls and chains, any level) per
 	// ring-level INDIRECT_BUFFER packet. 0: DefaultMaxIBExpansions.
 	MaxIBExpansions int
-	// StopTimeout bounds how long Reset and Close wait for queue goroutines. 0:
+	// StopTimeout bounds how long Close waits for the goroutines the CP started. 0:
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
+	// MaxRunning is how many queue goroutines may execute at once (a fair FIFO of execution
+	// turns; idle and parked queues hold none), so a P stays free for the transport. 0:
+	// max(1, GOMAXPROCS-1) at New.
+	MaxRunning int
+	// TurnBudget is how long a queue executes before it yields its turn to the next waiting
+	// queue (and the Go scheduler). 0: DefaultTurnBudget.
+	TurnBudget time.Duration
 }
 
 // Named bounds and layout numbers. Every guest-controlled quantity the CP iterates over has one.
@@ -120,9 +131,17 @@ const (
 	// DefaultMaxIBExpansions bounds the work one ring-level INDIRECT_BUFFER can cause, so a
 	// chain that points at itself ends with CP_ERROR_IB_LIMIT instead of running forever.
 	DefaultMaxIBExpansions = 4096
-	// DefaultStopTimeout: Reset/Close give up waiting for a queue goroutine stuck in a
-	// Memory, Registers or Interrupts call after this long (it exits harmlessly later).
+	// DefaultStopTimeout: Close gives up waiting for a queue goroutine stuck in a Memory,
+	// Registers or Interrupts call after this long (it can no longer act, see Reset, and
+	// exits when the call returns).
 	DefaultStopTimeout = 100 * time.Millisecond
+	// DefaultTurnBudget: a queue that always has work yields after this much execution, so
+	// 16 self-kicking queues cannot delay anything else by more than about one turn.
+	DefaultTurnBudget = 100 * time.Microsecond
+	// MaxLivePerSlot bounds the goroutines of one slot that are still alive (a revoked
+	// activation stuck in a call out, plus the current one): ACTIVE=1 beyond it is ignored,
+	// so resets cannot pile up goroutines behind a call that never returns.
+	MaxLivePerSlot = 4
 
 	// MaxDispatchGroups bounds DIM_X*DIM_Y*DIM_Z of DISPATCH_DIRECT (2^20 groups of
 	// KERNEL_GROUP_DWORDS dwords = 256 MiB of kernel output at most).
@@ -158,4 +177,18 @@ const (
 	// defaultWptrPoll is PQ_WPTR_POLL_CNTL.INTERVAL_US = 0; minWptrPoll caps the poll rate.
 	defaultWptrPoll = 100 * time.Microsecond
 	minWptrPoll     = 10 * time.Microsecond
+	// longPacketCheck: a packet that makes one call out per dword (register writes,
+	// WR_ONE_ADDR memory writes; up to 16 Ki dwords) checks its turn's budget, and a
+	// DEQUEUE_RESET, this often.
+	longPacketCheck = 256
+	// A turn reads the clock first after firstBudgetCheck units of work, then when the rate
+	// so far predicts the budget is spent, but at least minBudgetStep and at most
+	// maxBudgetStep units apart (see queue.spend).
+	firstBudgetCheck = 32
+	minBudgetStep    = 8
+	maxBudgetStep    = 4096
+	// Quiesce re-checks at least this often (a revoked goroutine leaving its turn also
+	// wakes it at once).
+	minQuiescePoll = 20 * time.Microsecond
+	maxQuiescePoll = time.Millisecond
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,7 +13,9 @@ import (
 	"vgpu/bars"
 	"vgpu/dma"
 	"vgpu/irq"
+	"vgpu/l2"
 	"vgpu/pcie"
+	"vgpu/ratelog"
 	"vgpu/vfiouser"
 )
 
@@ -75,15 +78,22 @@ type Device struct {
 	// reach registers from queue goroutines.
 	regMu sync.Mutex
 
+	// vramGate: engine accesses to the VRAM memfd enter it, so Close unmaps VRAM only when no
+	// goroutine can still copy into it.
+	vramGate engineGate
+	// rl rate-limits every log line a guest or client can trigger (one limiter for the device).
+	rl *ratelog.Limiter
+
 	stats counters
 }
 
 // counters are the device's diagnostic counts, read by Diagnostics.
 type counters struct {
-	resets, flrs         atomic.Uint64
-	barAccessWhileMemOff atomic.Uint64
-	irqWithoutBusMaster  atomic.Uint64
-	irqErrors            atomic.Uint64
+	resets, flrs, disconnects atomic.Uint64
+	stragglers                atomic.Uint64 // cut-offs after which an engine call-out was still in flight
+	barAccessWhileMemOff      atomic.Uint64
+	irqWithoutBusMaster       atomic.Uint64
+	irqErrors                 atomic.Uint64
 }
 
 var _ vfiouser.Device = (*Device)(nil)
@@ -96,13 +106,15 @@ func New(cfg Config) (*Device, error) {
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, log: cfg.Log}
+	d := &Device{cfg: cfg, log: cfg.Log, rl: ratelog.New(cfg.Log, 0, 0)}
 	var err error
 	if d.vram, err = bars.NewVRAM(cfg.VRAMSize, cfg.VRAMWindow); err != nil {
 		return nil, err
 	}
 	d.mem = dma.NewSpace(d.log.With("part", "dma"))
+	d.mem.SetLimiter(d.rl)
 	d.irqs = irq.New(cfg.MSIXVectors, d.log.With("part", "irq"))
+	d.irqs.SetLimiter(d.rl)
 	d.msixTable = make([]byte, 16*cfg.MSIXVectors)
 	d.selftest.init(d)
 	d.newGPU()
@@ -260,13 +272,17 @@ func (d *Device) DMAMap(m vfiouser.DMAMapping) error {
 	})
 }
 
-// DMAUnmap implements vfiouser.Device.
+// DMAUnmap implements vfiouser.Device. Once no access to the range is in flight, the L2's
+// lines of that memory are dropped: they belong to memory the device may no longer reach, and
+// dirty ones (a driver that unmapped memory the GPU wrote without a write-back) are counted.
 func (d *Device) DMAUnmap(iova, size uint64, all bool) error {
 	if all {
 		d.mem.UnmapAll()
+		d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: 0, Size: math.MaxUint64})
 		return nil
 	}
 	d.mem.Unmap(iova, size)
+	d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: iova, Size: size})
 	return nil
 }
 
@@ -280,23 +296,49 @@ func (d *Device) Connected(p vfiouser.Peer) {
 	d.mem.SetTransport(p)
 }
 
-// Disconnected implements vfiouser.Device: the client's mappings and eventfds die with it,
-// the device state stays for the next client.
+// Disconnected implements vfiouser.Device: the client's mappings and eventfds die with it, the
+// engines stop and forget their work, and Bus Master is cleared, so nothing the old client's
+// guest set in motion can reach the next client's memory; configuration (registers, config
+// space otherwise) and VRAM stay for the next client (see lifecycle.go).
 func (d *Device) Disconnected() {
+	d.stats.disconnects.Add(1)
+	d.rl.Info("lifecycle-disconnect", "client gone: engines stopped, device cut off from guest memory", "reason", string(eventDisconnect))
+	d.stopEngines(eventDisconnect)
+	d.dropClientMemory()
 	d.mem.SetTransport(nil)
 	d.mem.UnmapAll()
 	d.irqs.Close()
+	d.clearBusMaster()
+	d.regMu.Lock()
+	d.gpu.stopEngines()
+	d.regMu.Unlock()
 }
+
+// clearBusMaster clears COMMAND.Bus Master Enable as a driver's pci_clear_master would: DMA and
+// MSI stay off until the next client's guest enables them.
+func (d *Device) clearBusMaster() {
+	var b [2]byte
+	if d.config.Read(0x04, b[:]) != nil {
+		return
+	}
+	cmd := uint16(b[0]) | uint16(b[1])<<8
+	cmd &^= pcieCommandBusMaster
+	_ = d.config.Write(0x04, []byte{byte(cmd), byte(cmd >> 8)})
+	d.snapshotConfig()
+}
+
+// pcieCommandBusMaster is COMMAND bit 2.
+const pcieCommandBusMaster = 1 << 2
 
 // Reset implements vfiouser.Device (DEVICE_RESET). It is idempotent: QEMU sends it twice per
 // system_reset.
 func (d *Device) Reset() error {
 	d.stats.resets.Add(1)
-	d.log.Info("device reset", "reason", "DEVICE_RESET")
-	d.reset()
+	d.rl.Info("lifecycle-reset", "device reset", "reason", string(eventDeviceReset))
+	d.stopEngines(eventDeviceReset)
 	d.config.Reset()
 	d.snapshotConfig()
-	d.mem.SetBusMaster(false)
+	d.resetState()
 	return nil
 }
 
@@ -307,22 +349,13 @@ func (d *Device) snapshotConfig() {
 	d.intxOff.Store(d.config.INTxDisabled())
 }
 
-// flr is pcie's hook for Initiate Function Level Reset; config space has already been reset.
+// flr is pcie's hook for Initiate Function Level Reset; config space has already been reset
+// (so Bus Master is off there; stopEngines cuts dma off to match).
 func (d *Device) flr() {
 	d.stats.flrs.Add(1)
-	d.log.Info("device reset", "reason", "FLR")
-	d.reset()
-	d.mem.SetBusMaster(false)
-}
-
-// reset returns everything but config space and DMA mappings to power-on state.
-func (d *Device) reset() {
-	d.gpu.reset()
-	d.selftest.reset()
-	d.doorbells.Reset()
-	d.scratch = [8]uint32{}
-	d.resetMSIXTable()
-	d.irqs.Reset()
+	d.rl.Info("lifecycle-flr", "device reset", "reason", string(eventFLR))
+	d.stopEngines(eventFLR)
+	d.resetState()
 }
 
 func (d *Device) commandChanged(memory, busMaster bool) {
@@ -334,10 +367,15 @@ func (d *Device) doorbellRang(index int, value uint64) {
 	d.routeDoorbell(index, value)
 }
 
-// Close releases the device's memory. The device must not be served afterwards.
+// Close releases the device's memory. The device must not be served afterwards. It follows
+// the life-cycle contract, then waits (bounded) for every goroutine the engines started; VRAM
+// is unmapped only once no engine access can reach it.
 func (d *Device) Close() error {
+	if d.mem != nil && d.gpu.cp != nil {
+		d.stopEngines(eventClose)
+	}
 	d.gpu.close()
-	d.selftest.reset()
+	d.selftest.wait(quiesceTimeout)
 	var errs []error
 	if d.irqs != nil {
 		d.irqs.Close()
@@ -349,7 +387,13 @@ func (d *Device) Close() error {
 		errs = append(errs, d.doorbells.Close())
 	}
 	if d.vram != nil {
-		errs = append(errs, d.vram.Close())
+		if d.vramGate.close(quiesceTimeout) {
+			errs = append(errs, d.vram.Close())
+		} else {
+			// Unmapping now could fault a goroutine still copying: leave the mapping to the
+			// process's exit.
+			d.log.Error("close: an engine is still inside VRAM; VRAM stays mapped", "waited", quiesceTimeout)
+		}
 	}
 	return errors.Join(errs...)
 }

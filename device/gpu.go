@@ -7,6 +7,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/cp"
+	"vgpu/dma"
 	"vgpu/gpummu"
 	"vgpu/irq"
 	"vgpu/l2"
@@ -20,23 +21,26 @@ type gpu struct {
 	mmu   *gpummu.MMU
 	ih    *irq.IH
 	cp    *cp.CP
-
-	hdpDone    uint32 // HDP_FLUSH_DONE
-	hdpFlushes uint32
-	config     [8]uint32 // CONFIG_SCRATCH_*
+	hdp   hdp
+	// config is the CONFIG block: plain storage, as CONFIG_SCRATCH_* are on AMD parts.
+	config [8]uint32
 }
 
 func (d *Device) newGPU() {
 	g := &d.gpu
 	back := physBacking{d}
 	g.cache = l2.New(back, d.log.With("part", "l2"))
+	g.cache.SetLimiter(d.rl)
 	g.mmu = gpummu.New(g.cache, back, d.cfg.VRAMSize, d.log.With("part", "gpummu"))
+	g.mmu.SetLimiter(d.rl)
 	g.ih = irq.NewIH(ihMemory{g.mmu}, d.raiseVector, d.log.With("part", "ih"))
+	g.ih.SetLimiter(d.rl)
 	g.cp = cp.New(cp.Config{
 		Memory:     engineMemory{g.mmu},
 		Registers:  registerPort{d},
 		Interrupts: interruptPort{g.ih},
 		Log:        d.log.With("part", "cp"),
+		Limiter:    d.rl,
 	})
 	// Engine writes can satisfy a parked WAIT_REG_MEM: tell the CP to re-check.
 	g.mmu.SetOnWrite(g.cp.Wake)
@@ -49,32 +53,55 @@ func (g *gpu) reset() {
 	g.mmu.Reset()
 	g.cache.Reset()
 	g.cache.SetStrict(false)
-	g.hdpDone, g.hdpFlushes, g.config = 0, 0, [8]uint32{}
+	g.hdp = hdp{}
+	g.config = [8]uint32{}
+}
+
+// close stops the engines for good: the CP's goroutines (bounded wait) and the L2's
+// maintenance pass.
+// stopEngines resets the parts of the core that do work on their own (the CP's queues, the
+// IH's backlog and ring) and keeps configuration (GART, L2 mode, HDP, CONFIG registers).
+func (g *gpu) stopEngines() {
+	g.cp.Reset()
+	g.ih.Reset()
 }
 
 func (g *gpu) close() {
 	if g.cp != nil {
 		g.cp.Close()
 	}
+	if g.cache != nil {
+		g.cache.Close()
+	}
 }
 
-// raiseVector delivers an interrupt the IH ring (or another engine) raises. An MSI is a
-// memory write by the function, so Bus Master gates it like any DMA.
+// raiseVector delivers an interrupt the IH ring raises.
 func (d *Device) raiseVector(vector int) {
+	if err := d.deliver(vector); err != nil {
+		d.stats.irqErrors.Add(1)
+		d.rl.Warn("irq-refused", "interrupt refused", "vector", vector, "err", err)
+	}
+}
+
+// errNoBusMaster: an interrupt not sent because COMMAND.Bus Master is off.
+var errNoBusMaster = errors.New("Bus Master Enable is off: an MSI is a memory write and cannot be sent")
+
+// deliver is the one place that decides how the function signals an interrupt: an MSI is a
+// memory write by the function, so Bus Master gates it like any DMA; with MSI-X enabled the
+// vector's message is sent; otherwise INTx is asserted unless COMMAND.INTx Disable is set. It
+// returns why nothing could be sent (Bus Master off, a vector the function does not have).
+func (d *Device) deliver(vector int) error {
 	if !d.busMaster.Load() {
 		d.stats.irqWithoutBusMaster.Add(1)
-		return
+		return errNoBusMaster
 	}
 	if d.msixOn.Load() {
-		if err := d.irqs.TriggerMSIX(vector); err != nil {
-			d.stats.irqErrors.Add(1)
-			d.log.Warn("interrupt refused", "vector", vector, "err", err)
-		}
-		return
+		return d.irqs.TriggerMSIX(vector)
 	}
 	if !d.intxOff.Load() {
 		d.irqs.AssertINTx()
 	}
+	return nil
 }
 
 // routeDoorbell sends a doorbell write to whoever listens on it: the IH read pointer or a
@@ -92,31 +119,45 @@ func (d *Device) routeDoorbell(index int, value uint64) {
 }
 
 // physBacking is the L2's memory: system addresses are DMA addresses (IOVAs) served by
-// dma.Space, which also applies Bus Master; VRAM addresses are offsets into the VRAM memfd.
+// dma.Space, which also applies Bus Master; VRAM addresses are offsets into the VRAM memfd,
+// reached through the device's VRAM gate (so Close never unmaps VRAM under a copy).
+// ReadDirect/WriteDirect are its never-waiting path (l2.DirectBacking).
 type physBacking struct{ d *Device }
 
 func (b physBacking) ReadPhys(dom l2.Domain, addr uint64, p []byte) error {
 	if dom == l2.DomainSystem {
 		return b.d.mem.Read(addr, p)
 	}
-	v, err := b.vram(addr, len(p))
-	if err != nil {
-		return err
-	}
-	copy(p, v)
-	return nil
+	return b.withVRAM(addr, len(p), func(v []byte) { copy(p, v) })
 }
 
 func (b physBacking) WritePhys(dom l2.Domain, addr uint64, p []byte) error {
 	if dom == l2.DomainSystem {
 		return b.d.mem.Write(addr, p)
 	}
-	v, err := b.vram(addr, len(p))
-	if err != nil {
-		return err
+	return b.withVRAM(addr, len(p), func(v []byte) { copy(v, p) })
+}
+
+func (b physBacking) ReadDirect(dom l2.Domain, addr uint64, p []byte) error {
+	if dom == l2.DomainSystem {
+		return notDirect(b.d.mem.ReadDirect(addr, p))
 	}
-	copy(v, p)
-	return nil
+	return b.ReadPhys(dom, addr, p)
+}
+
+func (b physBacking) WriteDirect(dom l2.Domain, addr uint64, p []byte) error {
+	if dom == l2.DomainSystem {
+		return notDirect(b.d.mem.WriteDirect(addr, p))
+	}
+	return b.WritePhys(dom, addr, p)
+}
+
+// notDirect speaks l2's language for dma's "this memory needs a message".
+func notDirect(err error) error {
+	if errors.Is(err, dma.ErrMessageServed) {
+		return fmt.Errorf("%w: %w", l2.ErrNotDirect, err)
+	}
+	return err
 }
 
 // CopyPhys is l2.DirectCopier: one memory copy between the VRAM memfd and guest memory
@@ -127,6 +168,16 @@ func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
 	if n > uint64(maxInt) {
 		return l2.ErrNotDirect
 	}
+	if src.Domain == l2.DomainSystem && dst.Domain == l2.DomainSystem {
+		if !b.d.mem.CopyWithin(dst.Addr, src.Addr, n) {
+			return l2.ErrNotDirect
+		}
+		return nil
+	}
+	if !b.d.vramGate.enter() {
+		return l2.ErrNotDirect
+	}
+	defer b.d.vramGate.exit()
 	var ok bool
 	switch {
 	case src.Domain == l2.DomainVRAM && dst.Domain == l2.DomainVRAM:
@@ -143,8 +194,6 @@ func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
 		if s, err := b.vram(src.Addr, int(n)); err == nil {
 			ok = b.d.mem.CopyIn(dst.Addr, s)
 		}
-	case src.Domain == l2.DomainSystem && dst.Domain == l2.DomainSystem:
-		ok = b.d.mem.CopyWithin(dst.Addr, src.Addr, n)
 	}
 	if !ok {
 		return l2.ErrNotDirect
@@ -154,8 +203,26 @@ func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
 
 const maxInt = int(^uint(0) >> 1)
 
-var errOutsideVRAM = errors.New("outside VRAM")
+var (
+	errOutsideVRAM = errors.New("outside VRAM")
+	errDeviceGone  = errors.New("device closed: VRAM is no longer reachable")
+)
 
+// withVRAM runs f on the VRAM bytes [addr, addr+n) inside the VRAM gate.
+func (b physBacking) withVRAM(addr uint64, n int, f func([]byte)) error {
+	if !b.d.vramGate.enter() {
+		return errDeviceGone
+	}
+	defer b.d.vramGate.exit()
+	v, err := b.vram(addr, n)
+	if err != nil {
+		return err
+	}
+	f(v)
+	return nil
+}
+
+// vram returns the VRAM bytes [addr, addr+n); the caller is inside the VRAM gate.
 func (b physBacking) vram(addr uint64, n int) ([]byte, error) {
 	mem := b.d.vram.Bytes()
 	if addr >= uint64(len(mem)) || uint64(n) > uint64(len(mem))-addr {
@@ -271,7 +338,7 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 		"GMC": {Read: g.mmu.ReadReg, Write: g.mmu.WriteReg},
 		"IH":  {Read: g.ih.ReadReg, Write: g.ih.WriteReg},
 		"L2":  {Read: g.cache.ReadReg, Write: g.cache.WriteReg},
-		"CP":  {Read: g.cp.ReadReg},
+		"CP":  {Read: g.cp.ReadReg, Write: g.cp.WriteReg},
 		"HQD": {
 			Read: func(off uint32) uint32 {
 				return g.cp.ReadHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE)
@@ -280,29 +347,8 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 				g.cp.WriteHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE, v)
 			},
 		},
-		"HDP":    {Read: g.readHDP, Write: g.writeHDP},
+		"HDP":    {Read: g.hdp.read, Write: g.hdp.write},
 		"CONFIG": {Read: func(off uint32) uint32 { return g.config[off/4] }, Write: func(off, v uint32) { g.config[off/4] = v }},
-	}
-}
-
-func (g *gpu) readHDP(off uint32) uint32 {
-	switch off + abi.BLOCK_HDP_BASE {
-	case abi.REG_HDP_FLUSH_DONE:
-		return g.hdpDone
-	case abi.REG_HDP_FLUSHES:
-		return g.hdpFlushes
-	}
-	return 0
-}
-
-// writeHDP completes flushes at once: vgpu's host path to VRAM has no buffer to drain.
-func (g *gpu) writeHDP(off, v uint32) {
-	switch off + abi.BLOCK_HDP_BASE {
-	case abi.REG_HDP_MEM_FLUSH_CNTL:
-		g.hdpFlushes++
-	case abi.REG_HDP_FLUSH_REQ:
-		g.hdpDone |= v
-		g.hdpFlushes++
 	}
 }
 
@@ -318,22 +364,8 @@ func (g *gpu) diagnostics() gpuDiagnostics {
 	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats()}
 }
 
-func (g gpuDiagnostics) String() string {
-	var b []byte
-	b = fmt.Appendf(b, "cp: packets %d, halts %d, doorbells %d (unmatched %d), IBs %d, waits re-checked %d\n",
-		g.CP.Packets, g.CP.Halts, g.CP.Doorbells, g.CP.DoorbellMisses, g.CP.IBs, g.CP.WaitChecks)
-	for slot, q := range g.CP.Queues {
-		if q.Active || q.State != abi.HQD_STATE_IDLE || q.Error != 0 {
-			b = fmt.Appendf(b, "  queue %d: %+v\n", slot, q)
-		}
-	}
-	b = fmt.Appendf(b, "gpummu: %+v\n", g.MMU)
-	b = fmt.Appendf(b, "l2: %+v\n", g.L2)
-	b = fmt.Appendf(b, "ih: %+v\n", g.IH)
-	return string(b)
-}
-
 var (
-	_ l2.DirectCopier = physBacking{}
-	_ cp.Copier       = engineMemory{}
+	_ l2.DirectCopier  = physBacking{}
+	_ l2.DirectBacking = physBacking{}
+	_ cp.Copier        = engineMemory{}
 )

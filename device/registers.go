@@ -66,8 +66,16 @@ func (d *Device) readID(off uint32) uint32 {
 }
 
 // The MSI-X page: QEMU emulates the table itself and never forwards table accesses, but it
-// forwards PBA reads; a trapped table access (another client) still gets table semantics.
-const msixPBAOffset = abi.REGS_MSIX_PBA_OFFSET - abi.REGS_MSIX_TABLE_OFFSET
+// forwards PBA reads; a trapped table access (another client) still gets table semantics: the
+// Mask Bit of each Vector Control word is handed to the interrupt controller, which holds the
+// vector's interrupts pending while it is set (irq.Controller.SetTableMask). The PBA is
+// read-only.
+const (
+	msixPBAOffset     = abi.REGS_MSIX_PBA_OFFSET - abi.REGS_MSIX_TABLE_OFFSET
+	msixEntrySize     = 16
+	msixVectorControl = 12 // offset of Vector Control in an entry
+	msixMaskBit       = 1  // Vector Control bit 0
+)
 
 func (d *Device) readMSIXPage(off uint32) uint32 {
 	if off >= msixPBAOffset {
@@ -82,15 +90,21 @@ func (d *Device) readMSIXPage(off uint32) uint32 {
 }
 
 func (d *Device) writeMSIXPage(off, v uint32) {
-	if off < msixPBAOffset && int(off)+4 <= len(d.msixTable) {
-		binary.LittleEndian.PutUint32(d.msixTable[off:], v)
+	if off >= msixPBAOffset || int(off)+4 > len(d.msixTable) {
+		return // the PBA is read-only; between the table's end and the PBA nothing is decoded
+	}
+	binary.LittleEndian.PutUint32(d.msixTable[off:], v)
+	if off%msixEntrySize == msixVectorControl {
+		// In range by construction: the table has one entry per controller vector.
+		d.irqs.SetTableMask(int(off/msixEntrySize), v&msixMaskBit != 0)
 	}
 }
 
-// resetMSIXTable puts the table in its power-on state: every vector masked.
+// resetMSIXTable puts the table in its power-on state: every vector masked. The mask bits go
+// through writeMSIXPage, so the controller masks the vectors too.
 func (d *Device) resetMSIXTable() {
 	clear(d.msixTable)
-	for v := 0; v < len(d.msixTable)/16; v++ {
-		d.msixTable[16*v+12] = 1 // Vector Control: Mask Bit
+	for v := 0; v < len(d.msixTable)/msixEntrySize; v++ {
+		d.writeMSIXPage(uint32(v*msixEntrySize+msixVectorControl), msixMaskBit)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	"vgpu/abi"
 	"vgpu/dma"
@@ -23,6 +24,19 @@ type selfTest struct {
 	completed  uint32
 	irqErrors  uint32
 	generation uint64 // bumped by reset: a transfer finishing after a reset reports nothing
+	running    sync.WaitGroup
+}
+
+// wait waits up to timeout for transfers still running (Close); their DMA fails once the
+// device is cut off, so this is short.
+func (s *selfTest) wait(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { s.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.d.log.Error("close: a self-test transfer is still running", "waited", timeout)
+	}
 }
 
 func (s *selfTest) init(d *Device) { s.d = d }
@@ -85,27 +99,19 @@ func (s *selfTest) write(off, v uint32) {
 	}
 }
 
-// raise delivers a self-test interrupt: MSI-X when the guest enabled it, else INTx.
+// raise delivers a self-test interrupt as any engine's (Device.deliver); a vector the
+// function does not have is counted in SELFTEST_IRQ_ERRORS.
 func (s *selfTest) raise(vector int) {
-	d := s.d
-	if !d.busMaster.Load() {
-		// An MSI is a memory write by the function: with Bus Master off it cannot be sent,
-		// and INTx is not used while the driver owns the function this way either.
-		d.stats.irqWithoutBusMaster.Add(1)
-		d.log.Warn("self-test interrupt suppressed: Bus Master Enable is off", "vector", vector)
-		return
-	}
-	if d.msixOn.Load() {
-		if err := d.irqs.TriggerMSIX(vector); err != nil {
-			s.mu.Lock()
-			s.irqErrors++
-			s.mu.Unlock()
-			d.log.Warn("self-test interrupt refused", "vector", vector, "err", err)
-		}
-		return
-	}
-	if !d.intxOff.Load() {
-		d.irqs.AssertINTx()
+	err := s.d.deliver(vector)
+	switch {
+	case err == nil:
+	case errors.Is(err, errNoBusMaster):
+		s.d.rl.Warn("selftest-irq-no-bus-master", "self-test interrupt suppressed", "vector", vector, "err", err)
+	default:
+		s.mu.Lock()
+		s.irqErrors++
+		s.mu.Unlock()
+		s.d.rl.Warn("selftest-irq-refused", "self-test interrupt refused", "vector", vector, "err", err)
 	}
 }
 
@@ -128,10 +134,12 @@ func (s *selfTest) start(ctrl uint32) {
 		generation: s.generation,
 	}
 	s.status = abi.SELFTEST_DMA_STATUS_BUSY
+	s.running.Add(1)
 	go s.run(job)
 }
 
 func (s *selfTest) run(job dmaJob) {
+	defer s.running.Done()
 	status := s.transfer(job)
 	s.mu.Lock()
 	if job.generation != s.generation {
@@ -149,9 +157,9 @@ func (s *selfTest) run(job dmaJob) {
 }
 
 func (s *selfTest) transfer(job dmaJob) uint32 {
-	log := s.d.log.With("engine", "selftest", "iova", job.addr, "len", job.length)
+	rl, where := s.d.rl, []any{"iova", job.addr, "len", job.length}
 	if job.length == 0 || job.length%4 != 0 || job.length > abi.SELFTEST_DMA_MAX_LEN {
-		log.Warn("self-test DMA refused: length must be a non-zero multiple of 4 up to SELFTEST_DMA_MAX_LEN")
+		rl.Warn("selftest-length", "self-test DMA refused: length must be a non-zero multiple of 4 up to SELFTEST_DMA_MAX_LEN", where...)
 		return abi.SELFTEST_DMA_STATUS_ERR_LENGTH
 	}
 	buf := make([]byte, job.length)
@@ -163,10 +171,10 @@ func (s *selfTest) transfer(job dmaJob) uint32 {
 	case err == nil:
 		return abi.SELFTEST_DMA_STATUS_DONE
 	case errors.Is(err, dma.ErrBusMasterOff):
-		log.Warn("self-test DMA refused: Bus Master Enable is off")
+		rl.Warn("selftest-bus-master", "self-test DMA refused: Bus Master Enable is off", where...)
 		return abi.SELFTEST_DMA_STATUS_ERR_BUS_MASTER
 	default:
-		log.Warn("self-test DMA faulted", "err", err)
+		rl.Warn("selftest-fault", "self-test DMA faulted", append(where, "err", err)...)
 		return abi.SELFTEST_DMA_STATUS_ERR_FAULT
 	}
 }

@@ -101,7 +101,7 @@ func (s *Space) acquire(fi fileInfo, f *os.File, end uint64, needWrite bool) *ba
 	mem, writable, err := mmapWhole(f, fi.size)
 	if err != nil {
 		f.Close()
-		s.log.Warn("dma: cannot mmap backing file, serving the mapping through messages",
+		s.rl.Warn("dma-mmap-failed", "dma: cannot mmap backing file, serving the mapping through messages",
 			"err", err, "size", fi.size)
 		return nil
 	}
@@ -120,7 +120,7 @@ func (s *Space) acquire(fi fileInfo, f *os.File, end uint64, needWrite bool) *ba
 		f.Close()
 	}
 	if !usable(b) {
-		s.log.Warn("dma: backing file is read-only or too short for the mapping, serving it through messages",
+		s.rl.Warn("dma-backing-short", "dma: backing file is read-only or too short for the mapping, serving it through messages",
 			"writable", b.writable, "mapped", len(b.mem), "need", end)
 		if b.refs == 0 {
 			s.free(b)

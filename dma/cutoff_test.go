@@ -1,8 +1,10 @@
 package dma
 
 import (
+	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestDirectRefusesMessageMemory: the L2's never-waiting path moves nothing when any byte is
@@ -98,5 +100,39 @@ func TestCutOffStopsMessagesInFlight(t *testing.T) {
 				t.Errorf("%d messages sent, want only the one in flight at the cut-off", n)
 			}
 		})
+	}
+}
+
+// TestCutOffAbandonsWaitingMessage: a message access waiting for a client that never answers
+// returns as soon as the device is cut off, and its late answer touches nothing.
+func TestCutOffAbandonsWaitingMessage(t *testing.T) {
+	s := NewSpace(nil)
+	s.SetBusMaster(true)
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	client := &fakeClient{base: 0x10000, mem: make([]byte, 0x1000)}
+	client.hook = func() { close(entered); <-release }
+	s.SetTransport(client)
+	if err := s.Map(Mapping{IOVA: 0x10000, Size: 0x1000, Read: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range client.mem {
+		client.mem[i] = 0xAB
+	}
+	p := make([]byte, 64)
+	done := make(chan error, 1)
+	go func() { done <- s.Read(0x10000, p) }()
+	<-entered
+	s.SetBusMaster(false) // the cut-off must not wait for the client either
+	if err := <-done; !errors.Is(err, ErrRevoked) {
+		t.Fatalf("err %v, want ErrRevoked", err)
+	}
+	close(release) // the client answers late
+	for i := 0; i < 100 && len(client.recorded()) == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if !bytes.Equal(p, make([]byte, 64)) {
+		t.Error("a late answer was copied into the caller's buffer")
 	}
 }

@@ -62,7 +62,10 @@
 // memory (reset, FLR, disconnect). Each takes the write lock, so it returns only when no copy
 // through mmap is in flight, and advances a revocation count that a message access checks
 // before each message it sends: an access that began before the cut-off sends nothing after it
-// (ErrRevoked). A message already sent is a write the device made before the cut-off.
+// (ErrRevoked). One waiting for the client's answer returns at once with ErrRevoked: each
+// message runs on its own goroutine with private buffers, whose late answer is dropped. So a
+// cut-off, and the engine stop that follows it, never waits on the client. A message already
+// sent is a write the device made before the cut-off.
 //
 // ReadDirect and WriteDirect are the path for callers that must never wait (the L2 holds its
 // lock across them): they serve only mmapped memory and return ErrMessageServed, uncounted,

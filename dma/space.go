@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // MessageTransport reaches guest memory through the client (DMA_READ/DMA_WRITE messages).
@@ -53,6 +56,9 @@ type region struct {
 // and unmap contract.
 type Space struct {
 	log *slog.Logger
+	// rl rate-limits the log lines a client can trigger at will (odd mappings by the
+	// thousand).
+	rl *ratelog.Limiter
 
 	// mu: the write lock is held to change the table (Map, Unmap, UnmapAll, SetBusMaster,
 	// SetTransport); accesses hold the read lock while they copy through mmap, so taking the
@@ -69,6 +75,9 @@ type Space struct {
 	// (which runs without the lock) checks it before each message, so one that began before a
 	// cut-off sends nothing after it.
 	revocations atomic.Uint64
+	// cut is closed at each revocation (and replaced): a message access waiting for the
+	// client's answer gives up at once, so a cut-off never waits on the client.
+	cut chan struct{}
 
 	// duringCopy, when set (tests only), runs under the read lock just before an access copies
 	// through mmap.
@@ -81,8 +90,19 @@ func NewSpace(log *slog.Logger) *Space {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Space{log: log, backings: make(map[fileKey]*backing)}
+	return &Space{log: log, rl: ratelog.New(log, 0, 0), backings: make(map[fileKey]*backing), cut: make(chan struct{})}
 }
+
+// revokeLocked is a cut-off (write lock held): accesses that began before it send no further
+// message, and those waiting for an answer return.
+func (s *Space) revokeLocked() {
+	s.revocations.Add(1)
+	close(s.cut)
+	s.cut = make(chan struct{})
+}
+
+// SetLimiter makes client-triggered log lines go through l; call it before the Space is used.
+func (s *Space) SetLimiter(l *ratelog.Limiter) { s.rl = l }
 
 // lastByte returns the inclusive end of [start, start+size) for size > 0, and false when the
 // range runs past 2^64.
@@ -132,7 +152,7 @@ func (s *Space) Map(m Mapping) error {
 		var err error
 		fi, err = statFile(f)
 		if err != nil {
-			s.log.Warn("dma: backing fd unusable, serving the mapping through messages",
+			s.rl.Warn("dma-fd-unusable", "dma: backing fd unusable, serving the mapping through messages",
 				"iova", m.IOVA, "size", m.Size, "err", err)
 			f.Close()
 			f = nil
@@ -161,7 +181,7 @@ func (s *Space) Map(m Mapping) error {
 		nr.back = s.acquire(fi, f, m.Offset+m.Size, m.Write)
 	}
 	if n := s.removeLocked(m.IOVA, last); n > 0 {
-		s.log.Info("dma: map replaced overlapping mappings",
+		s.rl.Info("dma-map-replaced", "dma: map replaced overlapping mappings",
 			"iova", m.IOVA, "size", m.Size, "replaced", n)
 	}
 	s.regions = slices.Insert(s.regions, s.search(m.IOVA), nr)
@@ -224,7 +244,7 @@ func (s *Space) removeLocked(lo, hi uint64) int {
 		if len(s.regions)-(end-first)+len(keep)+1 > MaxMappings {
 			// Splitting one mapping in two would exceed the bound. An unmap must never fail,
 			// so give up the right-hand remainder: accesses there fault instead.
-			s.log.Error("dma: mapping table full, dropping the remainder of a split mapping",
+			s.rl.Log(slog.LevelError, "dma-table-full", "dma: mapping table full, dropping the remainder of a split mapping",
 				"iova", right.iova, "last", right.last)
 		} else {
 			keep = append(keep, &right)
@@ -269,14 +289,14 @@ func (s *Space) UnmapAll() {
 		s.release(r.back)
 	}
 	s.regions = nil
-	s.revocations.Add(1)
+	s.revokeLocked()
 }
 
 // SetTransport sets the client used for message DMA; nil on disconnect.
 func (s *Space) SetTransport(t MessageTransport) {
 	s.mu.Lock()
 	s.transport = t
-	s.revocations.Add(1)
+	s.revokeLocked()
 	s.mu.Unlock()
 }
 
@@ -287,7 +307,7 @@ func (s *Space) SetBusMaster(on bool) {
 	s.mu.Lock()
 	s.busMaster = on
 	if !on {
-		s.revocations.Add(1)
+		s.revokeLocked()
 	}
 	s.mu.Unlock()
 }
@@ -398,7 +418,7 @@ func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 		addr = end + 1 // wraps only after the last piece
 	}
 	t := s.transport
-	epoch := s.revocations.Load()
+	epoch, cut := s.revocations.Load(), s.cut
 	s.mu.RUnlock()
 	if !viaMsg {
 		return nil
@@ -413,18 +433,43 @@ func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 		if s.revocations.Load() != epoch {
 			return s.fault(iova, p, write, g.iova, "device cut off from memory while the access was in flight", ErrRevoked)
 		}
-		var err error
-		if write {
-			err = t.DMAWrite(g.iova, p[g.from:g.to])
-		} else {
-			err = t.DMARead(g.iova, p[g.from:g.to])
-		}
-		if err != nil {
+		if err := s.message(t, cut, g.iova, p[g.from:g.to], write); err != nil {
+			if errors.Is(err, ErrRevoked) {
+				return s.fault(iova, p, write, g.iova, "device cut off from memory while waiting for the client", err)
+			}
 			return s.fault(iova, p, write, g.iova, "message DMA failed", err)
 		}
 		s.bytesMsg.Add(uint64(g.to - g.from))
 	}
 	return nil
+}
+
+// message does one DMA_READ/DMA_WRITE through the client, giving up when cut closes (a
+// cut-off): the request then finishes on its own goroutine with private buffers, and its
+// answer is dropped, so the caller's p is never touched after this returns. The extra
+// goroutine and copy cost little beside the client round trip they accompany.
+func (s *Space) message(t MessageTransport, cut chan struct{}, iova uint64, p []byte, write bool) error {
+	buf := make([]byte, len(p))
+	if write {
+		copy(buf, p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if write {
+			done <- t.DMAWrite(iova, buf)
+		} else {
+			done <- t.DMARead(iova, buf)
+		}
+	}()
+	select {
+	case err := <-done:
+		if err == nil && !write {
+			copy(p, buf)
+		}
+		return err
+	case <-cut:
+		return ErrRevoked
+	}
 }
 
 func (s *Space) fault(iova uint64, p []byte, write bool, at uint64, reason string, err error) error {

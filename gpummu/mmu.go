@@ -7,10 +7,10 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"vgpu/abi"
 	"vgpu/l2"
+	"vgpu/ratelog"
 )
 
 const (
@@ -72,9 +72,7 @@ type MMU struct {
 	tlb         [NumVMIDs]tlb
 	faultStatus uint32
 	faultAddr   uint64
-	logWin      time.Time
-	logCount    int
-	suppressed  uint64
+	rl          *ratelog.Limiter // guest-triggered log lines (faults, oversized apertures)
 
 	stats struct {
 		faults, accessErrors, tlbHits, tlbMisses, tlbFlushes atomic.Uint64
@@ -160,10 +158,14 @@ func New(c *l2.Cache, b l2.Backing, vramSize uint64, log *slog.Logger) *MMU {
 		log = slog.New(slog.DiscardHandler)
 	}
 	vramSize = min(vramSize, vaLimit-abi.GPU_FB_BASE) &^ pageMask
-	m := &MMU{cache: c, b: b, vramSize: vramSize, log: log}
+	m := &MMU{cache: c, b: b, vramSize: vramSize, log: log, rl: ratelog.New(log, 0, 10)}
 	m.gart, _ = decodeGART(m.regs)
 	return m
 }
+
+// SetLimiter makes guest-triggered log lines go through l (the device's one limiter); call
+// it before the MMU is used.
+func (m *MMU) SetLimiter(l *ratelog.Limiter) { m.rl = l }
 
 // SetOnWrite sets the function Write calls after it wrote memory (nil: none). The command
 // processor uses it to re-check WAIT_REG_MEMs parked on memory. It is called without any MMU
@@ -338,12 +340,6 @@ func (m *MMU) accessError(a Access, va uint64, pa l2.PhysAddr, write bool, err e
 	return &AccessError{VA: va, PA: pa, Write: write, Err: err}
 }
 
-// Log rate limit for faults: a queue that faults in a loop must not flood the log.
-const (
-	logBurst  = 10
-	logWindow = time.Second
-)
-
 // latch records a fault in GMC_VM_FAULT_STATUS/ADDR: the first since the last clear is kept,
 // later ones only set MORE. It also logs (rate-limited).
 func (m *MMU) latch(a Access, va uint64, write bool, reason uint32, err error) {
@@ -361,30 +357,14 @@ func (m *MMU) latch(a Access, va uint64, write bool, reason uint32, err error) {
 	} else {
 		m.faultStatus |= abi.REG_GMC_VM_FAULT_STATUS__MORE_MASK
 	}
-	now := time.Now()
-	if now.Sub(m.logWin) >= logWindow {
-		m.logWin, m.logCount = now, 0
-	}
-	ok, suppressed := m.logCount < logBurst, m.suppressed
-	if ok {
-		m.logCount++
-		m.suppressed = 0
-	} else {
-		m.suppressed++
-	}
 	m.mu.Unlock()
-	if !ok {
-		return
-	}
 	attrs := []any{"addr", fmt.Sprintf("%#x", va), "vmid", a.VMID, "queue", a.Slot, "write", write,
 		"reason", ReasonString(reason), "latched", first}
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	if suppressed > 0 {
-		attrs = append(attrs, "suppressed", suppressed)
-	}
-	m.log.Warn("gpummu: VM fault", attrs...)
+	// A queue that faults in a loop must not flood the log.
+	m.rl.Warn("gpummu-vm-fault", "gpummu: VM fault", attrs...)
 }
 
 // FenceCheck forwards to the L2's strict-mode dirty-fence check (see l2.Cache.FenceCheck).

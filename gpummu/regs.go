@@ -73,7 +73,7 @@ func (m *MMU) WriteReg(off uint32, v uint32) {
 	start := m.gart.startPage << pageShift
 	m.mu.Unlock()
 	if clamped {
-		m.log.Warn("gpummu: GART aperture larger than MaxGARTPages; only its start is translated",
+		m.rl.Warn("gpummu-gart-clamped", "gpummu: GART aperture larger than MaxGARTPages; only its start is translated",
 			"start", fmt.Sprintf("%#x", start), "max_bytes", uint64(MaxGARTPages)*PageSize)
 	}
 }

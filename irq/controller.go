@@ -7,7 +7,10 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"vgpu/ratelog"
 )
 
 // IRQ indexes (VFIO_PCI_*_IRQ_INDEX), as in DEVICE_GET_IRQ_INFO and DEVICE_SET_IRQS.
@@ -51,18 +54,24 @@ type Request struct {
 
 // Stats is a snapshot of the controller's counters.
 type Stats struct {
-	Delivered   []uint64 // per MSI-X vector: eventfd signals
+	Delivered   []uint64 // per MSI-X vector: eventfd signals that added to the counter
 	Pending     int      // MSI-X vectors whose pending bit is set
+	TableMasked int      // MSI-X vectors whose Mask Bit is set in the trapped table
+	TableInUse  bool     // the client unmasked a vector through the trapped table: its mask bits count
 	INTxSignals uint64   // signals of the INTx trigger eventfd
 	ErrSignals  uint64   // signals of the ERR eventfd
-	Dropped     uint64   // signals lost: eventfd write failed, or RaiseError with no ERR eventfd
+	Saturated   uint64   // signals that found the eventfd counter at its maximum (EAGAIN): still pending there
+	Retargeted  uint64   // MSI-X signals whose eventfd was replaced while being written, sent again
+	Dropped     uint64   // signals lost: eventfd write failed, or ERR/REQ with no eventfd
+	NoVector    uint64   // TriggerMSIX or SetTableMask calls for a vector outside the table (ErrNoVector)
+	Refused     uint64   // SET_IRQS requests refused (EINVAL), among them fds that are not eventfds
 }
 
 type vector struct {
-	fd        *eventfd
-	masked    bool
-	pending   bool
-	delivered uint64
+	fd           *eventfd
+	clientMasked bool // ACTION_MASK from the client (SET_IRQS)
+	tableMasked  bool // Vector Control Mask Bit in the trapped MSI-X table
+	pending      bool
 }
 
 type intx struct {
@@ -72,32 +81,65 @@ type intx struct {
 	masked   bool // ACTION_MASK from the client
 }
 
-// Controller holds the DEVICE_SET_IRQS state of every index. All methods are safe for
-// concurrent use.
-type Controller struct {
-	log *slog.Logger
+// Keys of the controller's rate-limited log lines (ratelog): one per event kind.
+const (
+	logKeyRefused   = "irq.set_irqs_refused"
+	logKeyNoVector  = "irq.no_such_vector"
+	logKeySaturated = "irq.eventfd_saturated"
+	logKeyFailed    = "irq.eventfd_write_failed"
+	logKeyNoErrFd   = "irq.err_req_without_eventfd"
+	logKeyResample  = "irq.resample_read_failed"
+)
 
-	mu      sync.Mutex
-	msix    []vector
-	intx    intx
-	errFd   *eventfd
-	reqFd   *eventfd
-	intxN   uint64
-	errN    uint64
-	dropped uint64
+// Controller holds the DEVICE_SET_IRQS state of every index. All methods are safe for
+// concurrent use. Eventfds are written after the lock is released (see send).
+type Controller struct {
+	limit    atomic.Pointer[ratelog.Limiter]
+	ownLimit *ratelog.Limiter // the default, on New's logger
+
+	mu         sync.Mutex
+	msix       []vector
+	tableInUse bool // see SetTableMask
+	intx       intx
+	errFd      *eventfd
+	reqFd      *eventfd
+
+	// Counters, updated without the lock once a signal's outcome is known.
+	delivered                          []atomic.Uint64
+	intxN, errN, saturated, retargeted atomic.Uint64
+	dropped, noVector, refused         atomic.Uint64
 }
 
 // New returns a controller for msixVectors MSI-X vectors (1..MaxMSIXVectors; anything else is
-// a programming error and panics) plus one INTx line, ERR and REQ. A nil log discards.
+// a programming error and panics) plus one INTx line, ERR and REQ. Log lines a client or guest
+// can cause go through a rate limiter on log (nil discards) until SetLimiter replaces it.
+// Every vector starts masked in the MSI-X table, its power-on state.
 func New(msixVectors int, log *slog.Logger) *Controller {
 	if msixVectors < 1 || msixVectors > MaxMSIXVectors {
 		panic(fmt.Sprintf("irq.New: %d MSI-X vectors, want 1..%d", msixVectors, MaxMSIXVectors))
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	c := &Controller{
+		ownLimit:  ratelog.New(log, ratelog.DefaultInterval, ratelog.DefaultBurst),
+		msix:      make([]vector, msixVectors),
+		delivered: make([]atomic.Uint64, msixVectors),
 	}
-	return &Controller{log: log, msix: make([]vector, msixVectors)}
+	c.limit.Store(c.ownLimit)
+	for k := range c.msix {
+		c.msix[k].tableMasked = true
+	}
+	return c
 }
+
+// SetLimiter makes the controller's log lines go through l (the device's limiter, so that its
+// diagnostics count them with the rest); nil restores the default. Safe at any time.
+func (c *Controller) SetLimiter(l *ratelog.Limiter) {
+	if l == nil {
+		l = c.ownLimit
+	}
+	c.limit.Store(l)
+}
+
+func (c *Controller) log() *ratelog.Limiter { return c.limit.Load() }
 
 // count is the number of interrupts behind an index (what GET_IRQ_INFO should report).
 func (c *Controller) count(index uint32) uint32 {
@@ -110,9 +152,10 @@ func (c *Controller) count(index uint32) uint32 {
 	return 0 // MSI is not offered
 }
 
-// cleanup collects what Set must release after dropping the lock: descriptors to close and
-// resample goroutines to stop (they take the lock themselves).
+// cleanup collects what Set must do after dropping the lock: signals to send, descriptors to
+// close and resample goroutines to stop (they take the lock themselves).
 type cleanup struct {
+	sends []send
 	files []*os.File
 	stops []*resampler
 }
@@ -123,7 +166,16 @@ func (a *cleanup) close(e *eventfd) {
 	}
 }
 
-func (a *cleanup) run() {
+func (a *cleanup) signal(s send, ok bool) {
+	if ok {
+		a.sends = append(a.sends, s)
+	}
+}
+
+func (c *Controller) run(a *cleanup) {
+	for _, s := range a.sends {
+		c.send(s)
+	}
 	for _, f := range a.files {
 		if f != nil {
 			f.Close()
@@ -135,7 +187,8 @@ func (a *cleanup) run() {
 }
 
 // Set applies one DEVICE_SET_IRQS. It takes ownership of r.Files on every path. Invalid
-// requests wrap syscall.EINVAL.
+// requests — among them a descriptor that is not an eventfd — wrap syscall.EINVAL and change
+// nothing.
 func (c *Controller) Set(r Request) error {
 	var after cleanup
 	c.mu.Lock()
@@ -143,14 +196,22 @@ func (c *Controller) Set(r Request) error {
 	c.mu.Unlock()
 	if err != nil {
 		after.files = append(after.files, r.Files...)
+		c.refused.Add(1)
+		c.log().Warn(logKeyRefused, "irq: SET_IRQS refused", "err", err)
 	}
-	after.run()
+	c.run(&after)
 	return err
 }
 
 func invalid(r Request, reason string) error {
 	return fmt.Errorf("irq: SET_IRQS flags %#x index %d start %d count %d: %s: %w",
 		r.Flags, r.Index, r.Start, r.Count, reason, syscall.EINVAL)
+}
+
+// refusedFd is invalid for a descriptor that cannot be used, keeping the cause (errNotEventfd).
+func refusedFd(r Request, what string, cause error) error {
+	return fmt.Errorf("irq: SET_IRQS flags %#x index %d start %d count %d: %s: %w: %w",
+		r.Flags, r.Index, r.Start, r.Count, what, cause, syscall.EINVAL)
 }
 
 func (c *Controller) setLocked(r Request, after *cleanup) error {
@@ -199,7 +260,7 @@ func (c *Controller) setLocked(r Request, after *cleanup) error {
 			if len(r.Files) == 1 && r.Files[0] != nil {
 				var err error
 				if rs, err = newResampler(r.Files[0]); err != nil {
-					return fmt.Errorf("irq: INTx resample eventfd: %w", err)
+					return refusedFd(r, "INTx resample", err)
 				}
 			}
 		} else {
@@ -210,7 +271,7 @@ func (c *Controller) setLocked(r Request, after *cleanup) error {
 				}
 				e, err := newEventfd(f)
 				if err != nil {
-					return invalid(r, fmt.Sprintf("eventfd %d: %v", k, err))
+					return refusedFd(r, fmt.Sprintf("fd %d", k), err)
 				}
 				fds[k] = e
 			}
@@ -235,7 +296,7 @@ func (c *Controller) setLocked(r Request, after *cleanup) error {
 			after.close(*slot)
 			*slot = nil
 		case r.Count == 1 && selected(0):
-			c.signalSimple(*slot, counter)
+			after.signal(c.simpleLocked(*slot, counter))
 		}
 	}
 	return nil
@@ -252,24 +313,21 @@ func (c *Controller) setMSIX(r Request, data, action uint32, fds []*eventfd, sel
 		return
 	}
 	for k := 0; k < int(r.Count); k++ {
-		v := &c.msix[int(r.Start)+k]
+		n := int(r.Start) + k
+		v := &c.msix[n]
 		switch {
 		case action == ActionTrigger && data == DataEventfd:
 			after.close(v.fd)
 			v.fd = fds[k]
-			if v.fd != nil && v.pending && !v.masked {
-				c.deliverLocked(v, int(r.Start)+k)
-			}
+			after.signal(c.releaseLocked(n))
 		case !selected(k):
 		case action == ActionTrigger:
-			c.triggerLocked(int(r.Start) + k)
+			after.signal(c.triggerLocked(n))
 		case action == ActionMask:
-			v.masked = true
+			v.clientMasked = true
 		case action == ActionUnmask:
-			v.masked = false
-			if v.pending && v.fd != nil {
-				c.deliverLocked(v, int(r.Start)+k)
-			}
+			v.clientMasked = false
+			after.signal(c.releaseLocked(n))
 		}
 	}
 }
@@ -281,7 +339,7 @@ func (c *Controller) setINTx(r Request, data, action uint32, fds []*eventfd, rs 
 		after.close(x.trigger)
 		x.trigger = fds[0]
 		if x.asserted && !x.masked {
-			c.signalINTxLocked()
+			after.signal(c.intxLocked())
 		}
 	case action == ActionTrigger && data == DataNone && r.Count == 0:
 		// Disable INTx (QEMU does this before enabling MSI-X). The line's level is device
@@ -299,20 +357,20 @@ func (c *Controller) setINTx(r Request, data, action uint32, fds []*eventfd, rs 
 		x.resample = rs
 		if rs != nil {
 			go rs.run(c.resampled, func(err error) {
-				c.log.Warn("irq: INTx resample eventfd read failed; stopped watching it", "err", err)
+				c.log().Warn(logKeyResample, "irq: INTx resample eventfd read failed; stopped watching it", "err", err)
 			})
 		}
 	case r.Count == 0 || !selected(0):
 	case action == ActionTrigger: // loopback
 		if !x.masked {
-			c.signalINTxLocked()
+			after.signal(c.intxLocked())
 		}
 	case action == ActionMask:
 		x.masked = true
 	case action == ActionUnmask:
 		x.masked = false
 		if x.asserted {
-			c.signalINTxLocked()
+			after.signal(c.intxLocked())
 		}
 	}
 }
@@ -321,66 +379,113 @@ func (c *Controller) setINTx(r Request, data, action uint32, fds []*eventfd, rs 
 // drives it, signal again (level-triggered semantics over an edge-only eventfd).
 func (c *Controller) resampled(rs *resampler) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.intx.resample != rs {
-		return // replaced while we were waking up
+	var s send
+	ok := false
+	if c.intx.resample == rs && c.intx.asserted && !c.intx.masked { // else replaced meanwhile, or low
+		s, ok = c.intxLocked()
 	}
-	if c.intx.asserted && !c.intx.masked {
-		c.signalINTxLocked()
+	c.mu.Unlock()
+	if ok {
+		c.send(s)
 	}
 }
 
-// TriggerMSIX raises MSI-X vector: signalled at once when it has an eventfd and is not masked,
-// else recorded in the PBA and delivered when that changes. Safe from any goroutine.
+// TriggerMSIX raises MSI-X vector: signalled at once when it can be delivered (it has an
+// eventfd and is masked neither by SET_IRQS nor in the table), else recorded in the PBA and
+// delivered when that changes. Safe from any goroutine; it never blocks on the client.
 func (c *Controller) TriggerMSIX(vector int) error {
-	if vector < 0 || vector >= len(c.msix) {
-		return fmt.Errorf("%w: %d (table has %d)", ErrNoVector, vector, len(c.msix))
+	if err := c.checkVector(vector, "TriggerMSIX"); err != nil {
+		return err
 	}
 	c.mu.Lock()
-	c.triggerLocked(vector)
+	s, ok := c.triggerLocked(vector)
 	c.mu.Unlock()
+	if ok {
+		c.send(s)
+	}
 	return nil
 }
 
-func (c *Controller) triggerLocked(k int) {
+func (c *Controller) checkVector(vector int, op string) error {
+	if vector >= 0 && vector < len(c.msix) {
+		return nil
+	}
+	c.noVector.Add(1)
+	err := fmt.Errorf("%w: %d (table has %d)", ErrNoVector, vector, len(c.msix))
+	c.log().Warn(logKeyNoVector, "irq: "+op+" refused", "err", err)
+	return err
+}
+
+// SetTableMask applies a write of vector's Mask Bit (Vector Control bit 0) in the trapped MSI-X
+// table. PCI semantics: a vector masked in the table is not delivered but sets its PBA bit;
+// unmasking it delivers the pending interrupt and clears the bit — when the SET_IRQS mask is
+// clear too and the vector has an eventfd (all three must allow delivery).
+//
+// QEMU emulates the table and never forwards table accesses (it masks by swapping eventfds),
+// so the table we hold stays in its power-on state, every vector masked, for as long as QEMU
+// is the client. The table's mask bits therefore count only once the client has shown that it
+// uses this table, by unmasking a vector through it; from then until Close (the client goes)
+// they count, across resets as well, as on hardware where reset masks everything and the driver
+// unmasks what it uses. A vector outside the table is refused with ErrNoVector.
+func (c *Controller) SetTableMask(vector int, masked bool) error {
+	if err := c.checkVector(vector, "SetTableMask"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.msix[vector].tableMasked = masked
+	var s send
+	ok := false
+	if !masked {
+		c.tableInUse = true
+		s, ok = c.releaseLocked(vector)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.send(s)
+	}
+	return nil
+}
+
+// deliverableLocked reports whether vector k can be signalled now.
+func (c *Controller) deliverableLocked(k int) bool {
 	v := &c.msix[k]
-	if v.masked || v.fd == nil {
-		v.pending = true
-		return
-	}
-	c.deliverLocked(v, k)
+	return v.fd != nil && !v.clientMasked && !(c.tableInUse && v.tableMasked)
 }
 
-// deliverLocked signals v's eventfd and clears its pending bit.
-func (c *Controller) deliverLocked(v *vector, k int) {
-	v.pending = false
-	if err := v.fd.signal(); err != nil {
-		c.dropLocked(v.fd, "MSI-X vector", k, err)
-		return
+// triggerLocked raises vector k: it returns the signal to send, or records the pending bit.
+func (c *Controller) triggerLocked(k int) (send, bool) {
+	if !c.deliverableLocked(k) {
+		c.msix[k].pending = true
+		return send{}, false
 	}
-	v.delivered++
+	return send{to: c.msix[k].fd, kind: sendMSIX, n: k}, true
 }
 
-func (c *Controller) dropLocked(e *eventfd, what string, k int, err error) {
-	c.dropped++
-	if !e.failed {
-		e.failed = true
-		c.log.Warn("irq: eventfd write failed; further failures on this fd are only counted",
-			"irq", what, "n", k, "err", err)
+// releaseLocked delivers vector k's pending interrupt if it has become deliverable (an
+// unmask, a new eventfd), clearing the pending bit.
+func (c *Controller) releaseLocked(k int) (send, bool) {
+	if !c.msix[k].pending || !c.deliverableLocked(k) {
+		return send{}, false
 	}
+	c.msix[k].pending = false
+	return send{to: c.msix[k].fd, kind: sendMSIX, n: k}, true
 }
 
 // AssertINTx drives the INTx line high. The trigger eventfd is signalled on the rising edge
 // (unless masked) and again on every resample or unmask while the line stays high.
 func (c *Controller) AssertINTx() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.intx.asserted {
-		return
+	var s send
+	ok := false
+	if !c.intx.asserted {
+		c.intx.asserted = true
+		if !c.intx.masked {
+			s, ok = c.intxLocked()
+		}
 	}
-	c.intx.asserted = true
-	if !c.intx.masked {
-		c.signalINTxLocked()
+	c.mu.Unlock()
+	if ok {
+		c.send(s)
 	}
 }
 
@@ -392,39 +497,39 @@ func (c *Controller) DeassertINTx() {
 	c.mu.Unlock()
 }
 
-func (c *Controller) signalINTxLocked() {
-	e := c.intx.trigger
-	if e == nil {
-		return // the line level is kept; assigning a trigger fd signals it
+// intxLocked returns the signal of the INTx trigger eventfd, if there is one (the line level is
+// kept either way; assigning a trigger fd signals it).
+func (c *Controller) intxLocked() (send, bool) {
+	if c.intx.trigger == nil {
+		return send{}, false
 	}
-	if err := e.signal(); err != nil {
-		c.dropLocked(e, "INTx", 0, err)
-		return
-	}
-	c.intxN++
+	return send{to: c.intx.trigger, kind: sendINTx}, true
 }
 
-// signalSimple signals the ERR or REQ eventfd (loopback trigger from SET_IRQS or RaiseError).
-func (c *Controller) signalSimple(e *eventfd, counter *uint64) {
-	if e == nil {
-		c.dropped++
-		return
-	}
-	if err := e.signal(); err != nil {
-		c.dropLocked(e, "ERR/REQ", 0, err)
-		return
-	}
+// simpleLocked returns the signal of the ERR or REQ eventfd (loopback trigger from SET_IRQS or
+// RaiseError); with none assigned the signal is dropped and counted.
+func (c *Controller) simpleLocked(e *eventfd, counter *atomic.Uint64) (send, bool) {
+	kind := sendReq
 	if counter != nil {
-		*counter++
+		kind = sendErr
 	}
+	if e == nil {
+		c.dropped.Add(1)
+		c.log().Warn(logKeyNoErrFd, "irq: ERR/REQ signal dropped: no eventfd assigned", "irq", kind.String())
+		return send{}, false
+	}
+	return send{to: e, kind: kind}, true
 }
 
 // RaiseError signals the ERR eventfd (an unrecoverable device error); with none assigned the
 // signal is counted as dropped.
 func (c *Controller) RaiseError() {
 	c.mu.Lock()
-	c.signalSimple(c.errFd, &c.errN)
+	s, ok := c.simpleLocked(c.errFd, &c.errN)
 	c.mu.Unlock()
+	if ok {
+		c.send(s)
+	}
 }
 
 // ReadPBA fills p with the MSI-X Pending Bit Array from byte offset off: bit k of the
@@ -448,20 +553,23 @@ func (c *Controller) ReadPBA(off uint64, p []byte) {
 }
 
 // Reset returns to the power-on interrupt state for a device reset: no pending bits, nothing
-// masked, INTx de-asserted. Eventfds stay (the client re-programs what it wants).
+// masked by SET_IRQS, every vector masked in the MSI-X table, INTx de-asserted. Eventfds stay
+// (the client re-programs what it wants), and so does whether the client uses the table.
 func (c *Controller) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.msix {
 		c.msix[k].pending = false
-		c.msix[k].masked = false
+		c.msix[k].clientMasked = false
+		c.msix[k].tableMasked = true
 	}
 	c.intx.asserted = false
 	c.intx.masked = false
 }
 
 // Close closes every eventfd and stops the resample goroutine (client disconnect). Device
-// state — pending bits, masks, the INTx level — stays. The controller stays usable.
+// state — pending bits, masks, the INTx level — stays; the next client has not used the table
+// yet, so its mask bits stop counting (see SetTableMask). The controller stays usable.
 func (c *Controller) Close() {
 	var after cleanup
 	c.mu.Lock()
@@ -469,6 +577,7 @@ func (c *Controller) Close() {
 		after.close(c.msix[k].fd)
 		c.msix[k].fd = nil
 	}
+	c.tableInUse = false
 	after.close(c.intx.trigger)
 	c.intx.trigger = nil
 	if c.intx.resample != nil {
@@ -479,7 +588,7 @@ func (c *Controller) Close() {
 	after.close(c.reqFd)
 	c.errFd, c.reqFd = nil, nil
 	c.mu.Unlock()
-	after.run()
+	c.run(&after)
 }
 
 // Stats returns a snapshot of the counters.
@@ -488,14 +597,22 @@ func (c *Controller) Stats() Stats {
 	defer c.mu.Unlock()
 	st := Stats{
 		Delivered:   make([]uint64, len(c.msix)),
-		INTxSignals: c.intxN,
-		ErrSignals:  c.errN,
-		Dropped:     c.dropped,
+		TableInUse:  c.tableInUse,
+		INTxSignals: c.intxN.Load(),
+		ErrSignals:  c.errN.Load(),
+		Saturated:   c.saturated.Load(),
+		Retargeted:  c.retargeted.Load(),
+		Dropped:     c.dropped.Load(),
+		NoVector:    c.noVector.Load(),
+		Refused:     c.refused.Load(),
 	}
 	for k, v := range c.msix {
-		st.Delivered[k] = v.delivered
+		st.Delivered[k] = c.delivered[k].Load()
 		if v.pending {
 			st.Pending++
+		}
+		if v.tableMasked {
+			st.TableMasked++
 		}
 	}
 	return st

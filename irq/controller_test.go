@@ -1,8 +1,10 @@
 package irq
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"reflect"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"vgpu/ratelog"
 )
 
 const nVectors = 16
@@ -193,6 +197,16 @@ func open(names ...string) step {
 
 func do(f func(c *Controller)) step { return func(e *env) { f(e.c) } }
 
+// tableMask writes vector v's Mask Bit in the trapped MSI-X table.
+func tableMask(v int, masked bool) step {
+	return func(e *env) {
+		e.t.Helper()
+		if err := e.c.SetTableMask(v, masked); err != nil {
+			e.t.Fatalf("SetTableMask(%d, %v): %v", v, masked, err)
+		}
+	}
+}
+
 // kick signals the test side of name, as KVM does with the resample eventfd.
 func kick(name string) step {
 	return func(e *env) {
@@ -336,12 +350,86 @@ func TestMSIX(t *testing.T) {
 	}
 }
 
+// TestMSIXTableMask: the Mask Bits of the trapped MSI-X table, combined with the SET_IRQS mask.
+func TestMSIXTableMask(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"QEMU never writes the table: its power-on masks do not count", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			trigger(0), signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"unmasking one vector through the table: the others stay masked", []step{
+			set(assignFds, IndexMSIX, 0, 2, "a", "b"),
+			tableMask(0, false),
+			trigger(0, 1), signals(map[string]uint64{"a": 1, "b": 0}), pending(1),
+			tableMask(1, false), signals(map[string]uint64{"b": 1}), pending(),
+		}},
+		{"masked in the table: pends; unmask delivers once and clears", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			tableMask(0, false), tableMask(0, true),
+			trigger(0, 0), signals(map[string]uint64{"a": 0}), pending(0),
+			tableMask(0, true), signals(map[string]uint64{"a": 0}), pending(0),
+			tableMask(0, false), signals(map[string]uint64{"a": 1}), pending(),
+			tableMask(0, false), signals(map[string]uint64{"a": 0}),
+		}},
+		{"both masks must be clear", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			tableMask(0, false), set(maskNone, IndexMSIX, 0, 1),
+			trigger(0), pending(0),
+			tableMask(0, false), signals(map[string]uint64{"a": 0}), pending(0),
+			tableMask(0, true), set(unmaskNo, IndexMSIX, 0, 1), signals(map[string]uint64{"a": 0}), pending(0),
+			tableMask(0, false), signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"unmasked without an eventfd: pends until one comes", []step{
+			tableMask(4, false), trigger(4), pending(4),
+			set(assignFds, IndexMSIX, 4, 1, "a"), signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"a new eventfd does not bypass the table mask", []step{
+			tableMask(0, false), tableMask(4, true), trigger(4),
+			set(assignFds, IndexMSIX, 4, 1, "a"), signals(map[string]uint64{"a": 0}), pending(4),
+		}},
+		{"reset re-masks every vector; the table still counts", []step{
+			set(assignFds, IndexMSIX, 0, 1, "a"),
+			tableMask(0, false), do((*Controller).Reset),
+			trigger(0), signals(map[string]uint64{"a": 0}), pending(0),
+			tableMask(0, false), signals(map[string]uint64{"a": 1}), pending(),
+		}},
+		{"the next client has not used the table", []step{
+			tableMask(0, false), tableMask(1, true), do((*Controller).Close),
+			set(assignFds, IndexMSIX, 1, 1, "b"),
+			trigger(1), signals(map[string]uint64{"b": 1}), pending(),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nVectors)
+			for _, s := range tc.steps {
+				s(e)
+			}
+		})
+	}
+	c := New(nVectors, nil)
+	for _, v := range []int{-1, nVectors, math.MaxInt} {
+		if err := c.SetTableMask(v, false); !errors.Is(err, ErrNoVector) {
+			t.Errorf("SetTableMask(%d): got %v, want ErrNoVector", v, err)
+		}
+	}
+	if st := c.Stats(); st.NoVector != 3 || st.TableInUse || st.TableMasked != nVectors {
+		t.Errorf("after refused SetTableMask: unexpected Stats %+v", st)
+	}
+}
+
 func TestTriggerMSIXOutOfRange(t *testing.T) {
 	c := New(nVectors, nil)
 	for _, v := range []int{-1, nVectors, math.MaxInt} {
 		if err := c.TriggerMSIX(v); !errors.Is(err, ErrNoVector) {
 			t.Errorf("TriggerMSIX(%d): got %v, want ErrNoVector", v, err)
 		}
+	}
+	if st := c.Stats(); st.NoVector != 3 || st.Pending != 0 {
+		t.Errorf("unexpected Stats %+v", st)
 	}
 }
 
@@ -561,31 +649,267 @@ func TestPBALayout(t *testing.T) {
 	}
 }
 
-func TestEventfdFullAndBroken(t *testing.T) {
+// newBlockingEventfd is an eventfd as a careless client would make it: blocking.
+func newBlockingEventfd(t *testing.T) testFd {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatalf("eventfd: %v", err)
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("dup: %v", err)
+	}
+	tf := testFd{give: os.NewFile(uintptr(fd), "give"), peek: os.NewFile(uintptr(dup), "peek")}
+	t.Cleanup(func() { tf.peek.Close() })
+	return tf
+}
+
+// within fails the test if f does not return in time (a blocked write would hang the device).
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s blocked", what)
+	}
+}
+
+// TestSaturatedEventfd: a client's eventfd whose counter is at its maximum (the next write would
+// block) costs nothing: the descriptor was made non-blocking when it was registered, the signal
+// is coalesced (EAGAIN: the reader sees it pending anyway) and counted.
+func TestSaturatedEventfd(t *testing.T) {
+	tests := []struct {
+		name   string
+		index  uint32
+		raise  func(c *Controller)
+		counts func(st Stats) uint64
+	}{
+		{"MSI-X", IndexMSIX, func(c *Controller) { c.TriggerMSIX(0) }, func(st Stats) uint64 { return st.Delivered[0] }},
+		{"INTx", IndexINTx, func(c *Controller) { c.DeassertINTx(); c.AssertINTx() }, func(st Stats) uint64 { return st.INTxSignals }},
+		{"ERR", IndexErr, (*Controller).RaiseError, func(st Stats) uint64 { return st.ErrSignals }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(nVectors, nil)
+			defer c.Close()
+			tf := newBlockingEventfd(t)
+			if err := c.Set(Request{Flags: assignFds, Index: tc.index, Count: 1, Files: []*os.File{tf.give}}); err != nil {
+				t.Fatal(err)
+			}
+			if fl, err := unix.FcntlInt(tf.peek.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+				t.Errorf("registered eventfd flags %#x (%v): want O_NONBLOCK", fl, err)
+			}
+			var max [8]byte
+			binary.LittleEndian.PutUint64(max[:], math.MaxUint64-1)
+			if _, err := unix.Write(int(tf.peek.Fd()), max[:]); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "signalling a saturated eventfd", func() { tc.raise(c) })
+			st := c.Stats()
+			if st.Saturated != 1 || tc.counts(st) != 0 || st.Dropped != 0 || st.Pending != 0 {
+				t.Errorf("saturated: unexpected Stats %+v", st)
+			}
+			if got := readCounter(t, tf.peek); got != math.MaxUint64-1 {
+				t.Errorf("counter = %#x", got)
+			}
+			tc.raise(c) // the reader drained it: signals count again
+			if st := c.Stats(); st.Saturated != 1 || tc.counts(st) != 1 {
+				t.Errorf("after draining: unexpected Stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestNotAnEventfdIsRefused: SET_IRQS with any descriptor but an eventfd is refused with EINVAL
+// (the transport's error reply), the descriptor is closed and nothing changes. A full pipe
+// registered as a trigger used to block the device on its first interrupt.
+func TestNotAnEventfdIsRefused(t *testing.T) {
+	fullPipe := func(t *testing.T) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		fd := int(w.Fd()) // once: Fd makes the file blocking again
+		unix.SetNonblock(fd, true)
+		for {
+			if _, err := unix.Write(fd, make([]byte, 4096)); err != nil {
+				break
+			}
+		}
+		unix.SetNonblock(fd, false) // as a client would hand it over: blocking
+		return w
+	}
+	kinds := []struct {
+		name string
+		make func(t *testing.T) *os.File
+	}{
+		{"full pipe", fullPipe},
+		{"pipe read end", func(t *testing.T) *os.File {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { w.Close() })
+			return r
+		}},
+		{"/dev/null", func(t *testing.T) *os.File {
+			f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}},
+		{"socket", func(t *testing.T) *os.File {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(fds[1]) })
+			return os.NewFile(uintptr(fds[0]), "socket")
+		}},
+		{"timerfd (another anonymous inode)", func(t *testing.T) *os.File {
+			fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return os.NewFile(uintptr(fd), "timerfd")
+		}},
+		{"memfd", func(t *testing.T) *os.File {
+			fd, err := unix.MemfdCreate("x", unix.MFD_CLOEXEC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return os.NewFile(uintptr(fd), "memfd")
+		}},
+	}
+	uses := []struct {
+		name  string
+		flags uint32
+		index uint32
+		start uint32
+	}{
+		{"MSI-X trigger", assignFds, IndexMSIX, 1},
+		{"INTx trigger", assignFds, IndexINTx, 0},
+		{"INTx resample", resample, IndexINTx, 0},
+		{"ERR", assignFds, IndexErr, 0},
+	}
+	for _, k := range kinds {
+		for _, u := range uses {
+			t.Run(k.name+"/"+u.name, func(t *testing.T) {
+				e := newEnv(t, nVectors)
+				set(assignFds, IndexMSIX, 0, 1, "keep")(e)
+				set(assignFds, IndexINTx, 0, 1, "intx")(e)
+				f := k.make(t)
+				var err error
+				within(t, "SET_IRQS", func() {
+					err = e.c.Set(Request{Flags: u.flags, Index: u.index, Start: u.start, Count: 1, Files: []*os.File{f}})
+				})
+				if !errors.Is(err, syscall.EINVAL) || !errors.Is(err, errNotEventfd) {
+					t.Fatalf("Set: got %v, want EINVAL: not an eventfd", err)
+				}
+				if !isClosed(f) {
+					t.Error("the refused descriptor was not closed")
+				}
+				if st := e.c.Stats(); st.Refused != 1 {
+					t.Errorf("Refused = %d, want 1", st.Refused)
+				}
+				open("keep", "intx")(e)
+				within(t, "raising interrupts", func() {
+					e.c.TriggerMSIX(1)
+					e.c.AssertINTx()
+					e.c.RaiseError()
+				})
+				trigger(0)(e)
+				signals(map[string]uint64{"keep": 1, "intx": 1})(e)
+				pending(1)(e)
+			})
+		}
+	}
+}
+
+// TestSignalOutsideTheLock: a signal is decided under the lock and written after it; when SET_IRQS
+// or a disconnect replaces and closes the eventfd in between, the interrupt follows the vector
+// to its new eventfd, or pends when it has none or is masked — it is never written to a
+// recycled descriptor and never lost.
+func TestSignalOutsideTheLock(t *testing.T) {
+	tests := []struct {
+		name    string
+		between []step
+		want    map[string]uint64
+		pending []int
+	}{
+		{"eventfd replaced", []step{set(assignFds, IndexMSIX, 2, 1, "new")}, map[string]uint64{"old": 0, "new": 1}, nil},
+		{"eventfd removed", []step{set(assignFds, IndexMSIX, 2, 1)}, map[string]uint64{"old": 0}, []int{2}},
+		{"replaced and masked", []step{set(assignFds, IndexMSIX, 2, 1, "new"), set(maskNone, IndexMSIX, 2, 1)}, map[string]uint64{"old": 0, "new": 0}, []int{2}},
+		{"replaced and table-masked", []step{
+			set(assignFds, IndexMSIX, 2, 1, "new"), tableMask(3, false), tableMask(2, true),
+		}, map[string]uint64{"old": 0, "new": 0}, []int{2}},
+		{"client gone", []step{do((*Controller).Close)}, map[string]uint64{"old": 0}, []int{2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nVectors)
+			set(assignFds, IndexMSIX, 2, 1, "old")(e)
+			e.c.mu.Lock()
+			s, ok := e.c.triggerLocked(2)
+			e.c.mu.Unlock()
+			if !ok {
+				t.Fatal("vector 2 not deliverable")
+			}
+			for _, st := range tc.between {
+				st(e)
+			}
+			within(t, "send", func() { e.c.send(s) })
+			signals(tc.want)(e)
+			pending(tc.pending...)(e)
+			if st := e.c.Stats(); st.Dropped != 0 {
+				t.Errorf("Dropped = %d", st.Dropped)
+			}
+		})
+	}
+}
+
+// TestGuestTriggeredLogsAreLimited: what a guest or client can repeat at will is logged within
+// the limiter's budget and counted in full.
+func TestGuestTriggeredLogsAreLimited(t *testing.T) {
+	var logBuf bytes.Buffer
+	lim := ratelog.New(slog.New(slog.NewTextHandler(&logBuf, nil)), time.Hour, 2)
 	e := newEnv(t, nVectors)
+	e.c.SetLimiter(lim)
 	set(assignFds, IndexMSIX, 0, 1, "full")(e)
-	// Fill the counter to its maximum: the next write would block (EAGAIN).
 	var max [8]byte
 	binary.LittleEndian.PutUint64(max[:], math.MaxUint64-1)
 	if _, err := e.fds["full"].peek.Write(max[:]); err != nil {
 		t.Fatal(err)
 	}
-	trigger(0)(e)
-	if st := e.c.Stats(); st.Delivered[0] != 1 || st.Dropped != 0 {
-		t.Errorf("full counter: unexpected Stats %+v", st)
+	const n = 1000
+	for range n {
+		e.c.TriggerMSIX(nVectors + 3)                                         // no such vector
+		e.c.SetTableMask(-1, false)                                           // no such vector
+		e.c.Set(Request{Flags: assignFds | 1<<7, Index: IndexMSIX, Count: 1}) // refused
+		e.c.TriggerMSIX(0)                                                    // saturated
+		e.c.Set(Request{Flags: disable, Index: IndexErr, Count: 1})           // no ERR eventfd
 	}
-	// A descriptor that cannot be written (the read end of a pipe) drops the interrupt.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	st := e.c.Stats()
+	if st.NoVector != 2*n || st.Refused != n || st.Saturated != n || st.Dropped != n {
+		t.Errorf("unexpected Stats %+v", st)
 	}
-	defer w.Close()
-	if err := e.c.Set(Request{Flags: assignFds, Index: IndexMSIX, Start: 1, Count: 1, Files: []*os.File{r}}); err != nil {
-		t.Fatal(err)
+	want := map[string]uint64{logKeyNoVector: 2*n - 2, logKeyRefused: n - 2, logKeySaturated: n - 2, logKeyNoErrFd: n - 2}
+	for _, c := range lim.Counts() {
+		if c.Logged != 2 || c.Suppressed != want[c.Key] {
+			t.Errorf("limiter %s: logged %d suppressed %d, want 2 and %d", c.Key, c.Logged, c.Suppressed, want[c.Key])
+		}
+		delete(want, c.Key)
 	}
-	trigger(1, 1)(e)
-	if st := e.c.Stats(); st.Delivered[1] != 0 || st.Dropped != 2 || st.Pending != 0 {
-		t.Errorf("broken fd: unexpected Stats %+v", st)
+	if len(want) != 0 {
+		t.Errorf("keys never logged: %v", want)
+	}
+	if lines := bytes.Count(logBuf.Bytes(), []byte("\n")); lines != 8 {
+		t.Errorf("%d log lines, want 8:\n%s", lines, logBuf.String())
 	}
 }
 

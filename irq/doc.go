@@ -26,7 +26,8 @@
 // MSI-X disable: per-vector 0x24 re-assignments, then 0x21 count 0, then INTx is set up again.
 //
 // Masking never reaches us as table writes or ACTION_MASK: QEMU keeps the MSI-X table and does
-// the guest's per-vector masking and pending-bit bookkeeping itself. When the guest masks a
+// the guest's per-vector masking and pending-bit bookkeeping itself (another client may use the
+// device's trapped table instead: see SetTableMask below). When the guest masks a
 // vector, QEMU swaps that vector's eventfd (0x24 start k count 1 with a new fd, one QEMU
 // reads itself instead of KVM); on unmask it swaps back. Eventfds therefore change at any
 // time and we always signal the one registered now; the old one is closed when replaced.
@@ -40,12 +41,19 @@
 //
 // # Semantics implemented
 //
-// MSI-X vector k is signalled at once when it has an eventfd and is not masked (by
-// ACTION_MASK); otherwise its pending bit is set and it is delivered, clearing the bit, as soon
-// as it is unmasked or gets an eventfd. So an interrupt raised while QEMU re-creates the vector
-// set (0x21 then 0x24) is not lost — as on hardware, where the PBA holds it. A 0x21 disable
-// closes the index's eventfds but keeps pending bits and masks; only Reset clears them.
-// DATA_NONE/DATA_BOOL with ACTION_TRIGGER trigger the selected vectors (loopback).
+// MSI-X vector k is signalled at once when it has an eventfd and is masked neither by
+// ACTION_MASK nor in the MSI-X table; otherwise its pending bit is set and it is delivered,
+// clearing the bit, as soon as all three allow it (an unmask of either kind, a new eventfd). So
+// an interrupt raised while QEMU re-creates the vector set (0x21 then 0x24) is not lost — as on
+// hardware, where the PBA holds it. A 0x21 disable closes the index's eventfds but keeps
+// pending bits and masks; only Reset clears them. DATA_NONE/DATA_BOOL with ACTION_TRIGGER
+// trigger the selected vectors (loopback).
+//
+// The table's Mask Bits come from trapped writes of Vector Control (the device calls
+// SetTableMask); reset sets every one (PCI power-on state). QEMU never writes the trapped table,
+// so the bits count only from the first unmask written through the table until Close: a client
+// that uses the table gets PCI semantics (including "reset masks everything"), QEMU, which
+// masks by swapping eventfds, is unaffected.
 //
 // INTx is level-triggered over an edge-only eventfd: AssertINTx signals on the rising edge, and
 // while the line stays asserted every resample signal, client unmask or trigger-fd assignment
@@ -53,22 +61,31 @@
 // signal for a line that is already asserted is harmless to QEMU/KVM, whereas waiting for an
 // unmask that a client does not send would lose interrupts.
 //
-// An eventfd write that fails with EAGAIN (counter full) still counts as delivered: the reader
-// will see the counter non-zero. Other write failures are counted as Dropped and logged once
-// per eventfd.
+// Only eventfds are accepted (checked through /proc/self/fd; anything else makes SET_IRQS fail
+// with EINVAL), and they are made non-blocking when registered, so a signal never waits for
+// the client. A write that fails with EAGAIN (counter at its maximum) is counted as Saturated:
+// the reader sees the counter non-zero, the interrupt is pending there anyway. Other write
+// failures are counted as Dropped. Every log line a client or guest can cause (refused
+// SET_IRQS, vectors out of range, saturated or failing eventfds) goes through a
+// ratelog.Limiter (SetLimiter), and every such event is counted in Stats.
 //
 // # Threading
 //
-// One mutex guards all state; eventfd writes happen under it, so a signal never races with the
-// close of the eventfd it targets. Descriptors replaced or de-assigned by Set are closed after
-// the lock is released. The INTx resample eventfd is watched by one goroutine, reading a
+// One mutex guards all state. No eventfd is written under it: what to signal is decided under
+// the lock, the write is made after it is released (send.go), so no client descriptor holds up
+// the paths that need the lock. The os.File keeps its descriptor number alive while a write is
+// in progress, so a write never reaches a recycled descriptor: it lands in the eventfd it was
+// decided for, or finds it closed (replaced by SET_IRQS, or the client gone), and then an MSI-X
+// interrupt follows its vector to the current eventfd or stays pending. Descriptors replaced or
+// de-assigned by Set are closed after the lock is released. The INTx resample eventfd is watched by one goroutine, reading a
 // non-blocking dup through the runtime poller; replacing it, disabling INTx or Close closes
 // that dup (which wakes the reader) and waits for the goroutine to exit, outside the lock,
 // because the goroutine itself takes the lock to re-signal.
 //
 // Ownership: Set takes the Request's Files on every path and closes them on error. Close
 // closes every eventfd (client disconnect) but keeps device state; Reset keeps eventfds but
-// clears pending bits, masks and the INTx level (device reset).
+// clears pending bits, SET_IRQS masks and the INTx level, and masks every vector in the table
+// (device reset).
 //
 // # Interrupt handler ring (IH)
 //
@@ -115,5 +132,6 @@
 // (base, size or enable changed) while a run is being written does not publish that run (it
 // is dropped); after Reset it is forgotten. Reset does not wait for a write in flight (it runs
 // on the worker), so such a write may still land in the old ring. Memory and writeback
-// failures are counted and logged at most once a second per kind.
+// failures are counted (Stats) and logged through a ratelog.Limiter (by default at most once a
+// second per kind; IH.SetLimiter installs the device's).
 package irq

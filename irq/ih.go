@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"vgpu/abi"
+	"vgpu/ratelog"
 )
 
 // IV is one interrupt vector as an engine reports it. Push encodes it as a 32-byte AMD IV entry
@@ -89,7 +90,6 @@ const (
 type IH struct {
 	mem   IHMemory
 	raise func(vector int)
-	log   *slog.Logger
 	now   func() time.Duration // since creation or Reset; replaced by tests
 
 	budget int // see ihBudget; lowered by tests
@@ -123,17 +123,27 @@ type IH struct {
 	entries, dropped, writeErrs, wbErrs, overflows, stalls uint64
 	raised                                                 atomic.Uint64
 
-	writeLog, wbLog, cfgLog logLimiter
+	limit    atomic.Pointer[ratelog.Limiter]
+	ownLimit *ratelog.Limiter // the default, on NewIH's logger
 }
+
+// Keys of the IH's rate-limited log lines (ratelog).
+const (
+	logKeyIHWrite     = "ih.ring_write_failed"
+	logKeyIHWriteback = "ih.wptr_writeback_failed"
+	logKeyIHRingSize  = "ih.rb_size_clamped"
+)
 
 // NewIH returns an IH in its reset state. raise is called (never with the IH's lock held, from
 // Push callers, a hand-off goroutine or WriteReg/SetRPTR callers) with IH_MSIX_VECTOR; it must
-// be safe for concurrent use and must not block on the vfio-user worker. A nil log discards.
+// be safe for concurrent use and must not block on the vfio-user worker. Log lines (a guest
+// can cause every one of them) go through a rate limiter on log, one line per kind and second
+// (nil log discards), until SetLimiter replaces it.
 func NewIH(mem IHMemory, raise func(vector int), log *slog.Logger) *IH {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	h := &IH{mem: mem, raise: raise, log: log, budget: ihBudget, pend: make([][ihEntryBytes]byte, ihMaxPending)}
+	h := &IH{mem: mem, raise: raise, budget: ihBudget, pend: make([][ihEntryBytes]byte, ihMaxPending)}
+	// One line per kind and second, as before the device's limiter existed.
+	h.ownLimit = ratelog.New(log, time.Second, 1)
+	h.limit.Store(h.ownLimit)
 	h.idle.L = &h.mu
 	h.space.L = &h.mu
 	h.now = func() time.Duration { return time.Since(h.start) }
@@ -297,9 +307,7 @@ func (h *IH) drain(budget int) {
 		h.mu.Unlock()
 		budget -= int(r.n)
 		if err != nil {
-			if ok, n := h.writeLog.allow(); ok {
-				h.log.Warn("ih: ring write failed, entries dropped", "addr", hexAddr(r.addr), "entries", r.n, "err", err, "suppressed", n)
-			}
+			h.limit.Load().Warn(logKeyIHWrite, "ih: ring write failed, entries dropped", "addr", hexAddr(r.addr), "entries", r.n, "err", err)
 		}
 		h.publish(pub)
 	}
@@ -397,9 +405,7 @@ func (h *IH) publish(p publication) {
 				h.wbErrs++
 			}
 			h.mu.Unlock()
-			if ok, n := h.wbLog.allow(); ok {
-				h.log.Warn("ih: wptr writeback failed", "addr", hexAddr(p.wbAddr), "err", err, "suppressed", n)
-			}
+			h.limit.Load().Warn(logKeyIHWriteback, "ih: wptr writeback failed", "addr", hexAddr(p.wbAddr), "err", err)
 		}
 	}
 	if p.intr {
@@ -505,9 +511,7 @@ func (h *IH) writeCntl(v uint32) {
 	h.mu.Unlock()
 
 	if clamped != log2 {
-		if ok, s := h.cfgLog.allow(); ok {
-			h.log.Warn("ih: IH_RB_CNTL.RB_SIZE out of range, clamped", "rb_size", log2, "used", clamped, "suppressed", s)
-		}
+		h.limit.Load().Warn(logKeyIHRingSize, "ih: IH_RB_CNTL.RB_SIZE out of range, clamped", "rb_size", log2, "used", clamped)
 	}
 }
 
@@ -544,23 +548,13 @@ func (h *IH) Stats() IHStats {
 	}
 }
 
-// logLimiter lets one message of a kind through per second and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow() (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := time.Now(); l.last.IsZero() || now.Sub(l.last) >= time.Second {
-		n := l.suppressed
-		l.last, l.suppressed = now, 0
-		return true, n
+// SetLimiter makes the IH's log lines go through l (the device's limiter); nil restores the
+// default, one line per kind and second on NewIH's logger. Safe at any time.
+func (h *IH) SetLimiter(l *ratelog.Limiter) {
+	if l == nil {
+		l = h.ownLimit
 	}
-	l.suppressed++
-	return false, 0
+	h.limit.Store(l)
 }
 
 func hexAddr(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"vgpu/abi"
+	"vgpu/ratelog"
 )
 
 // GPU memory of the tests: one byte slice at GPU address ihMemBase. The wptr writeback slot
@@ -601,7 +602,7 @@ func TestIHMemoryFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logBuf bytes.Buffer
 			g := newRig(t, 8, 0)
-			g.h.log = slog.New(slog.NewTextHandler(&logBuf, nil))
+			g.h.SetLimiter(ratelog.New(slog.New(slog.NewTextHandler(&logBuf, nil)), time.Second, 1))
 			g.h.WriteReg(ihRBBaseLo, lo32(tc.base))
 			g.h.WriteReg(ihRBBaseHi, hi32(tc.base))
 			g.h.WriteReg(ihRBCntl, 8<<1|cntlEnable|cntlWB|cntlIntr)

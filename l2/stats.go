@@ -74,6 +74,10 @@ type events struct {
 
 func (e *events) init(log *slog.Logger) { e.log = ratelog.New(log, 0, 10) }
 
+// SetLimiter makes the cache's log lines go through l (the device's one limiter); call it
+// before the cache is used.
+func (c *Cache) SetLimiter(l *ratelog.Limiter) { c.events.log = l }
+
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
 func (e *events) staleRead(slot int, va uint64, pa PhysAddr) {

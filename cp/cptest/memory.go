@@ -79,6 +79,16 @@ const (
 // NewMemory returns size bytes of zeroed memory at GPU addresses [0, size).
 func NewMemory(size int) *Memory { return &Memory{data: make([]byte, size)} }
 
+// Reset zeroes the memory and forgets faulting pages, the trace and the counters (the
+// SetOnWrite hook stays), so one Memory can serve many fuzz inputs.
+func (m *Memory) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.data)
+	m.pages, m.trace, m.events = nil, false, nil
+	m.Reads, m.Writes, m.CacheOps, m.FenceChecks, m.OutOfRange = 0, 0, 0, 0, 0
+}
+
 // Size is the memory size in bytes.
 func (m *Memory) Size() uint64 { return uint64(len(m.data)) }
 

@@ -73,6 +73,14 @@ func (r *Registers) WriteReg(reg uint32, v uint32) error {
 	return nil
 }
 
+// Reset forgets every value and recorded write (Hook and Deny stay).
+func (r *Registers) Reset() {
+	r.Lock.Lock()
+	defer r.Lock.Unlock()
+	clear(r.vals)
+	r.writes = nil
+}
+
 // Get returns a register's value (as a CPU MMIO read would, without the hook).
 func (r *Registers) Get(reg uint32) uint32 {
 	r.Lock.Lock()

@@ -43,6 +43,17 @@ func (i *Interrupts) All() []cp.IV {
 	return append([]cp.IV(nil), i.ivs...)
 }
 
+// Reset forgets every IV.
+func (i *Interrupts) Reset() {
+	i.mu.Lock()
+	i.ivs = nil
+	i.mu.Unlock()
+	select {
+	case <-i.notify:
+	default:
+	}
+}
+
 // Len is the number of IVs so far.
 func (i *Interrupts) Len() int {
 	i.mu.Lock()
@@ -93,7 +104,7 @@ func NewRig(tb testing.TB, memSize int, cfg ...func(*cp.Config)) *Rig {
 }
 
 // RouteCPBlocks makes packets' register accesses to the CP and HQD blocks reach the CP, as
-// in the device (so a queue can, e.g., dequeue itself with WRITE_DATA).
+// in the device (so a queue can, e.g., dequeue itself or reset its engine with WRITE_DATA).
 func (r *Rig) RouteCPBlocks() {
 	r.Regs.Hook = func(reg, v uint32, write bool) (uint32, bool) {
 		off := reg * 4
@@ -106,10 +117,28 @@ func (r *Rig) RouteCPBlocks() {
 			}
 			return r.CP.ReadHQD(slot, o), true
 		case off >= abi.BLOCK_CP_BASE && off < abi.BLOCK_CP_BASE+abi.BLOCK_CP_SIZE:
+			if write {
+				r.CP.WriteReg(off-abi.BLOCK_CP_BASE, v)
+				return 0, true
+			}
 			return r.CP.ReadReg(off - abi.BLOCK_CP_BASE), true
 		}
 		return 0, false
 	}
+}
+
+// WriteCP writes a CP block register (a REG_CP_* address) under the device lock.
+func (r *Rig) WriteCP(reg, v uint32) {
+	r.Regs.Lock.Lock()
+	defer r.Regs.Lock.Unlock()
+	r.CP.WriteReg(reg-abi.BLOCK_CP_BASE, v)
+}
+
+// ReadCP reads a CP block register (a REG_CP_* address) under the device lock.
+func (r *Rig) ReadCP(reg uint32) uint32 {
+	r.Regs.Lock.Lock()
+	defer r.Regs.Lock.Unlock()
+	return r.CP.ReadReg(reg - abi.BLOCK_CP_BASE)
 }
 
 // WriteHQD writes an HQD register under the device lock.

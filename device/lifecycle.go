@@ -1,0 +1,112 @@
+package device
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"vgpu/l2"
+)
+
+// The device's life-cycle contract (docs/design.md states it for every engine): a
+// disconnect, DEVICE_RESET, FLR and Close each
+//
+//  1. cut the device off from guest memory: Bus Master off in dma.Space, which waits for
+//     copies through mmap in flight and stops message accesses in flight (dma's revocations);
+//  2. stop every engine without waiting for any goroutine: cp.Reset makes every queue
+//     goroutine of the old activations unable to call out again, the self-test DMA and the
+//     L2's maintenance pass forget their work;
+//  3. wait (bounded) until no engine call-out that began before the cut-off is in flight:
+//     after step 1 each such call fails or finishes within a memory copy, so this takes
+//     microseconds; one that does not finish in time is counted (Diagnostics) and can still
+//     never act again;
+//  4. return the state to its reset value under the register lock.
+//
+// The vfio-user worker never waits on the client in any of this: nothing in steps 1-4 sends a
+// message or waits for a goroutine that might.
+//
+// What survives: VRAM contents (and the L2's VRAM data, written back on disconnect), across
+// every event, as on hardware where a function reset does not clear memory. A disconnect is
+// not a reset: configuration stays (registers such as the GART, scratch, CONFIG; config space)
+// for the next client, but every engine stops and forgets its work (the CP's queues return to
+// power-on, the IH drops its backlog and ring setup, the self-test forgets its transfer) and
+// COMMAND.Bus Master is cleared, so DMA and MSIs stay off until the next client's guest
+// enables them. The L2's lines of system memory cannot be written back once the client's
+// mappings are gone: they are dropped and counted (L2_DISCARDED).
+
+// quiesceTimeout bounds step 3. Exceeding it means an engine was stuck in something other than
+// memory (a bug): the reset goes on, the straggler is fenced off by its generation.
+const quiesceTimeout = 500 * time.Millisecond
+
+// lifecycleEvent names a cut-off for logs and counters.
+type lifecycleEvent string
+
+const (
+	eventDisconnect  lifecycleEvent = "disconnect"
+	eventDeviceReset lifecycleEvent = "DEVICE_RESET"
+	eventFLR         lifecycleEvent = "FLR"
+	eventClose       lifecycleEvent = "close"
+)
+
+// stopEngines is steps 1-3.
+func (d *Device) stopEngines(ev lifecycleEvent) {
+	d.mem.SetBusMaster(false)
+	d.gpu.cp.Reset()
+	d.selftest.reset()
+	if !d.gpu.cp.Quiesce(quiesceTimeout) {
+		d.stats.stragglers.Add(1)
+		d.rl.Warn("lifecycle-straggler", "an engine call-out was still in flight after the cut-off; it is fenced off by its generation",
+			"event", string(ev), "waited", quiesceTimeout)
+	}
+}
+
+// resetState is step 4: everything but config space, DMA mappings and VRAM returns to its
+// power-on state.
+func (d *Device) resetState() {
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	d.gpu.reset()
+	d.doorbells.Reset()
+	d.scratch = [8]uint32{}
+	d.resetMSIXTable()
+	d.irqs.Reset()
+}
+
+// dropClientMemory keeps what the L2 holds of VRAM and drops what it holds of the departing
+// client's memory (see the contract above).
+func (d *Device) dropClientMemory() {
+	d.gpu.cache.WriteBack(&l2.Range{Domain: l2.DomainVRAM, Addr: 0, Size: d.cfg.VRAMSize})
+	d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: 0, Size: math.MaxUint64})
+}
+
+// engineGate lets Close unmap VRAM only once no engine goroutine is copying to or from it: an
+// engine's VRAM access enters the gate, Close shuts it and waits for those inside. It costs
+// two atomic adds per access.
+type engineGate struct {
+	inside atomic.Int64
+	shut   atomic.Bool
+}
+
+func (g *engineGate) enter() bool {
+	g.inside.Add(1)
+	if g.shut.Load() {
+		g.inside.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (g *engineGate) exit() { g.inside.Add(-1) }
+
+// close shuts the gate and waits up to timeout for accesses inside it; false if some remain.
+func (g *engineGate) close(timeout time.Duration) bool {
+	g.shut.Store(true)
+	deadline := time.Now().Add(timeout)
+	for g.inside.Load() != 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
+}
