@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 )
 
-//go:embed guest/Kbuild guest/Makefile guest/vgpu_test.c guest/include/vgpu_abi.h
+//go:embed guest/Kbuild guest/Makefile guest/*.c guest/*.h guest/include/*.h
 var guestSources embed.FS
 
-// WriteGuestSources writes the module sources (Kbuild, Makefile, vgpu_test.c, include/) into
+// WriteGuestSources writes the module sources (Kbuild, Makefile, the .c and .h files, include/) into
 // dir and returns dir, ready for `make -C $KDIR M=dir`.
 func WriteGuestSources(dir string) (string, error) {
 	sub, err := fs.Sub(guestSources, "guest")

@@ -59,6 +59,9 @@ func TestGuestSuite(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("boot wall time: %v", res.Wall.Round(time.Millisecond))
+			for _, l := range res.Figures.Lines() {
+				t.Logf("guest figure: %s", l)
+			}
 			if res.Failed() {
 				saveArtefacts(t, res)
 			}

@@ -131,7 +131,9 @@ func BenchmarkDMADataCopy(b *testing.B) {
 // BenchmarkWakeLatency measures how late a goroutine that sleeps 100 µs in a loop wakes up
 // (the stand-in for the transport answering a trapped register read) while 16 queues are
 // active: "idle16" with empty rings, "selfkick16" with rings that re-kick themselves forever
-// (see cptest.Ring.SelfKick). It reports the median and p99 lateness in µs.
+// (see cptest.Ring.SelfKick). It reports the median and p99 lateness in µs and the CP's
+// packet rate meanwhile. (An idle Go process wakes a sub-millisecond sleeper about 1 ms
+// late: the poller sleeps in whole milliseconds; busy Ps check timers more often.)
 func BenchmarkWakeLatency(b *testing.B) {
 	for _, busy := range []bool{false, true} {
 		name := map[bool]string{false: "idle16", true: "selfkick16"}[busy]
@@ -149,27 +151,36 @@ func BenchmarkWakeLatency(b *testing.B) {
 			const nap = 100 * time.Microsecond
 			late := make([]time.Duration, b.N)
 			b.ResetTimer()
+			t0 := time.Now()
 			for i := range late {
-				t0 := time.Now()
+				t := time.Now()
 				time.Sleep(nap)
-				late[i] = time.Since(t0) - nap
+				late[i] = time.Since(t) - nap
 			}
 			b.StopTimer()
+			window := time.Since(t0)
 			s := r.CP.Stats()
 			for slot := 1; slot <= 16; slot++ {
-				q := s.Queues[slot]
-				if !q.Active || q.State == abi.HQD_STATE_HALTED {
+				if q := s.Queues[slot]; !q.Active || q.State == abi.HQD_STATE_HALTED {
 					b.Fatalf("slot %d stopped: %+v", slot, q)
 				}
-				// Every self-kicking queue must have run laps while we slept.
-				if busy && b.N >= 100 && q.Rptr == start.Queues[slot].Rptr {
-					b.Fatalf("slot %d made no progress: %+v", slot, q)
-				}
+			}
+			if busy {
+				// Every self-kicking queue keeps running laps (they take turns).
+				cptest.Eventually(b, "every self-kicker to progress", func() bool {
+					now := r.CP.Stats()
+					for slot := 1; slot <= 16; slot++ {
+						if now.Queues[slot].Rptr <= start.Queues[slot].Rptr {
+							return false
+						}
+					}
+					return true
+				})
 			}
 			slices.Sort(late)
 			b.ReportMetric(float64(late[len(late)/2].Nanoseconds())/1e3, "p50-late-µs")
 			b.ReportMetric(float64(late[len(late)*99/100].Nanoseconds())/1e3, "p99-late-µs")
-			b.ReportMetric(float64(s.Packets-start.Packets)/float64(b.N), "cp-packets/op")
+			b.ReportMetric(float64(s.Packets-start.Packets)/window.Seconds(), "cp-packets/s")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package cp
 
 import (
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,8 +17,7 @@ type CP struct {
 	mem                Memory
 	regs               Registers
 	irq                Interrupts
-	log                *slog.Logger
-	limiter            *ratelog.Limiter
+	limiter            *ratelog.Limiter // every log line
 	gpuClock, sysClock func() uint64
 	maxIB              int
 	stopTimeout        time.Duration
@@ -51,16 +49,13 @@ type CP struct {
 // New returns a CP with every queue inactive.
 func New(cfg Config) *CP {
 	c := &CP{
-		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, log: cfg.Log, limiter: cfg.Limiter,
+		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
 		quiet: make(chan struct{}, 1),
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
 	if c.limiter == nil {
-		c.limiter = ratelog.New(c.log, 0, 0)
+		c.limiter = ratelog.New(cfg.Log, 0, 0) // a nil Log discards
 	}
 	if c.gpuClock == nil {
 		start := time.Now()
@@ -82,7 +77,8 @@ func New(cfg Config) *CP {
 	if running <= 0 {
 		running = max(1, runtime.GOMAXPROCS(0)-1)
 	}
-	c.turns.free, c.turns.limit = running, running
+	c.turns.free = running
+	c.turns.spareP = running < runtime.GOMAXPROCS(0)
 	for i := range c.hqds {
 		c.hqds[i].c, c.hqds[i].slot = c, i
 	}
@@ -203,7 +199,8 @@ type Stats struct {
 	// revoked (a Reset, an engine reset, or a newer activation of its slot) since its turn began.
 	StaleCallouts uint64
 	// Yields counts turns a queue gave up because it used its budget (Config.TurnBudget)
-	// with work left; TurnWaits counts turns that had to wait for one (Config.MaxRunning).
+	// with work left and another queue was waiting (or no P is spare); TurnWaits counts
+	// turns that had to wait for one (Config.MaxRunning).
 	Yields, TurnWaits uint64
 	// RefusedActivations counts ACTIVE=1 writes ignored because MaxLivePerSlot goroutines
 	// of that slot were still alive (earlier activations stuck in a call out).

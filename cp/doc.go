@@ -6,52 +6,76 @@
 //
 // # Boundaries
 //
-// cp imports only abi. What crosses its boundary is defined here, as small mirrors of the
-// GPU-core types (docs/design.md) so cp builds and is tested on its own: Access (gpummu.Access),
-// CacheOp (l2.Op; a size of CacheAll means every line), IV (irq.IV), and the interfaces Memory
-// (gpummu.MMU), Registers (the register file, by dword offset) and Interrupts (irq.IH). The
-// device wires real parts with thin adapters. Tests use cptest's stand-ins.
+// cp imports abi and ratelog only. What crosses its boundary is defined here, as small mirrors
+// of the GPU-core types (docs/design.md) so cp builds and is tested on its own: Access
+// (gpummu.Access), CacheOp (l2.Op; a size of CacheAll means every line), IV (irq.IV), and the
+// interfaces Memory (gpummu.MMU), Registers (the register file, by dword offset) and
+// Interrupts (irq.IH). The device wires real parts with thin adapters. Tests use cptest's
+// stand-ins.
 //
 // # Data flow
 //
-//	register path (device lock held)          queue goroutine (one per active slot)
-//	  WriteHQD/ReadHQD ── HQD registers           loop: wptr (kick, doorbell or poll)
-//	  WriteHQD(PQ_WPTR), Doorbell ── kick ──────►   fetch ring/IB dwords: Memory.Read, Bypass
-//	  Wake (an engine wrote memory) ── wake ────►   decode header → packet handler
-//	  DEQUEUE_REQUEST ── stop flag + wake ──────►   Memory / Registers / Interrupts
+//	register path                             queue goroutine (one per activation)
+//	  WriteHQD/ReadHQD ── HQD registers           take a turn (CP-wide FIFO, MaxRunning)
+//	  WriteHQD(PQ_WPTR), Doorbell ── kick ──────►   wptr (kick, doorbell or poll)
+//	  Wake (an engine wrote memory) ── wake ────►   fetch ring/IB dwords: Memory.Read, Bypass
+//	  DEQUEUE_REQUEST ── stop flag + wake ──────►   decode header → packet handler
+//	  Reset, CP_ENGINE_RESET ── revoke ─────────►   gate check → Memory / Registers / Interrupts
 //	                                                end of batch: publish rptr, PQ_RPTR_REPORT
+//	                                                budget spent, idle, parked: give the turn back
 //
 // A queue fetches up to 4 KiB of ring or IB at a time into a per-stream buffer (a packet
 // may straddle the ring's end; ring fetches stop at wptr, so nothing unsubmitted is read),
 // decodes headers without allocating, and counts packets per batch. Packets of one queue run
 // strictly in order, each to completion, so EVENT_WRITE(CS_PARTIAL_FLUSH) is trivially
-// satisfied; queues run concurrently with each other.
+// satisfied; queues run concurrently with each other, up to Config.MaxRunning at a time.
 //
 // # Threading and the locking rule
 //
-// ReadHQD, WriteHQD, Doorbell, Wake and ReadReg are called by the device with its register
-// lock held. They never block on a queue goroutine and never call Memory, Registers or
-// Interrupts: they take the slot's mutex briefly (Doorbell and Wake take none: they load an
-// atomic pointer), set atomics, and wake the goroutine with a non-blocking send on a
-// one-slot channel. Even an invalid ring configuration, which halts the queue at once on
-// ACTIVE=1, has its interrupt sent by the queue's goroutine.
+// The register path — ReadHQD, WriteHQD, ReadReg, WriteReg, Reset, Stats, Queue — is called
+// by the device, normally with its register lock held (and WriteHQD/WriteReg also by packets,
+// through the register file, from a queue goroutine). It never blocks on a queue goroutine
+// and never calls Memory, Registers or Interrupts: it takes the slot's mutex, the engine-reset
+// mutex or the turn FIFO's mutex briefly, sets atomics, and wakes goroutines with non-blocking
+// sends on one-slot channels. Doorbell and Wake take no lock at all (atomic loads, then the
+// same non-blocking kick), so they may be called from any goroutine with or without the
+// device lock: the vfio-user worker for a trapped doorbell, the doorbell poller in poll mode,
+// a Memory implementation after an engine write. Even an invalid ring configuration, which
+// halts the queue at once on ACTIVE=1, has its interrupt sent by the queue's goroutine.
 //
-// A queue goroutine takes its slot's mutex only to record a halt or its exit, and never holds
-// it while it calls Memory, Registers or Interrupts (which may take the device lock, e.g. a
-// packet writing HQD registers through the register file). So lock order is always device
-// lock → slot mutex, and nothing waits for a goroutine except Reset and Close, which wait at
-// most Config.StopTimeout (a goroutine stuck in a call out is abandoned; its activation is no
-// longer the slot's, so its later updates are invisible and it exits at its next check).
+// A queue goroutine takes its slot's mutex only to record a halt or its end, and the turn
+// FIFO's mutex to queue for a turn, never across a call out (a call out may take the device
+// lock, e.g. a packet writing HQD registers through the register file). Lock order: device
+// lock → engine-reset mutex → slot mutex → turn FIFO mutex. Only Quiesce and Close wait for
+// goroutines, both bounded; neither may be called with the device's register lock held (a
+// call out in flight may be waiting for it).
 //
-// An idle queue (rptr == wptr) blocks on its wake channel: no CPU, no timer (with wptr
-// polling, the poll timer). A WAIT_REG_MEM that does not hold parks the queue (STATE =
-// WAITING): it blocks on the wake channel and a timer that starts at the packet's poll
-// interval (at least 10 µs) and doubles to 1 ms, and re-checks on every wake — Wake (engine
-// memory writes; Memory implementations call it), kicks, doorbells, dequeue requests — so a
-// long wait costs about a thousand cheap checks a second. Wake carries no address, so
-// wake-driven re-checks are spaced by a hold-off (10 µs, doubling to 200 µs while wakes keep
-// coming faster, reset by a quiet spell): a queue streaming writes elsewhere cannot make a
-// parked queue spin. The endless kernel blocks on the channel alone.
+// An idle queue (rptr == wptr) blocks on its wake channel: no CPU, no timer, no turn (with
+// wptr polling, the poll timer). A WAIT_REG_MEM that does not hold parks the queue (STATE =
+// WAITING) without a turn: it blocks on the wake channel and a timer that starts at the
+// packet's poll interval (at least 10 µs) and doubles to 1 ms, and takes a turn to re-check
+// on every wake — Wake (engine memory writes; Memory implementations call it), kicks,
+// doorbells, dequeue requests — so a long wait costs about a thousand cheap checks a second.
+// Wake carries no address, so wake-driven re-checks are spaced by a hold-off (10 µs, doubling
+// to 200 µs while wakes keep coming faster, reset by a quiet spell): a queue streaming writes
+// elsewhere cannot make a parked queue spin. The endless kernel blocks on the channel alone.
+//
+// # Budgets
+//
+// Everything a guest can make a queue do is bounded per packet (see Bounds), but a queue can
+// always have more work: a ring that writes its own HQD_PQ_WPTR, IB chains resubmitted from
+// the ring, DMA_DATA loops. So execution is split into turns. Config.MaxRunning goroutines
+// (default max(1, GOMAXPROCS-1), leaving a P for the transport) may hold a turn at once; the
+// others queue first come, first served. A turn lasts at most Config.TurnBudget (default
+// 100 µs, checked between packets, between the 64 KiB / 2 MiB pieces of DMA_DATA and kernels,
+// and every 256 dwords of long register or WR_ONE_ADDR writes); then, if another queue is
+// waiting, the queue yields (Stats.Yields): it hands the turn to the first waiter and queues
+// again behind the others (with no spare P it also lets the Go scheduler run timers and the
+// transport); if nobody waits, the turn is simply renewed. The clock is read only when the
+// work done in the turn predicts the budget is spent (time.Now costs up to half a
+// microsecond on some hosts). A queue gives its turn back before it blocks, so idle and
+// parked queues hold none. A goroutine holding a turn while stuck in a call out delays the
+// others until it returns or its activation is revoked (which takes the turn back).
 //
 // # Queue lifecycle
 //
@@ -61,8 +85,11 @@
 // PQ_BASE 256-byte aligned, QUEUE_SIZE 5..20 (64 dwords to 2^21), the ring inside the 48-bit
 // space, VMID ≤ 15, PQ_RPTR_REPORT_ADDR dword aligned and (when polling) PQ_WPTR_POLL_ADDR
 // qword aligned; otherwise the queue is HALTED with CP_ERROR_RING_CONFIG (ERROR_ADDR = the
-// bad address, ERROR_INFO = PQ_CONTROL) before WriteHQD returns. ACTIVE=0 writes are ignored:
-// stopping is DEQUEUE_REQUEST's job.
+// bad address, ERROR_INFO = PQ_CONTROL) before WriteHQD returns, and its goroutine reports
+// that snapshot (a DEQUEUE_RESET may clear the fields first). ACTIVE=0 writes are ignored:
+// stopping is DEQUEUE_REQUEST's job. ACTIVE=1 is also ignored (Stats.RefusedActivations)
+// while MaxLivePerSlot goroutines of the slot are alive — earlier activations revoked while
+// stuck in a call out — so resets cannot pile up goroutines behind a call that never returns.
 //
 // The write pointer is a monotonic 64-bit dword count. It arrives by Doorbell (every active
 // queue with DOORBELL_EN and a matching DOORBELL_OFFSET gets the value), by PQ_WPTR_LO/HI
@@ -77,15 +104,45 @@
 // wrapped to the ring, is written to PQ_RPTR_REPORT_ADDR, bypassing L2 (unless the address is
 // 0 or NO_UPDATE_RPTR is set). PQ_RPTR is the fetch position: an INDIRECT_BUFFER packet is
 // consumed when its IB starts; any other packet when it finishes, so a parked WAIT_REG_MEM or
-// a halted packet keeps rptr on itself.
+// a halted packet keeps rptr on itself. CP_PACKETS is updated at the end of each batch and
+// each turn.
 //
 // DEQUEUE_DRAIN stops at the next packet boundary at any IB level (a parked WAIT_REG_MEM is
 // one; a running kernel is not) and goes IDLE keeping rptr. DEQUEUE_RESET stops at once —
 // between packets, between 64 KiB chunks of DMA_DATA and kernels, in a parked wait, in the
-// endless kernel, or from HALTED — and clears the error. A halted queue stays ACTIVE (STATE
-// HALTED) until a dequeue request: DRAIN makes it IDLE keeping the error, RESET clears it.
-// Reset stops every queue and returns all HQD registers and counters to zero; Close also
-// refuses later activations.
+// endless kernel, while waiting for a turn, or from HALTED — and clears the error. A halted
+// queue stays ACTIVE (STATE HALTED) until a dequeue request: DRAIN makes it IDLE keeping the
+// error, RESET clears it.
+//
+// # Resets and the generation contract
+//
+// Each activation has a gate (gate.go). A goroutine calls out — Memory (Read, Write, CacheOp,
+// FenceCheck, Copier.Copy), Registers, Interrupts.Push — only inside a turn and only after
+// checking that its gate is open; holding a turn counts it as in flight. Reset, an engine
+// reset of its slot, or a newer activation of its slot revokes the gate (the slot's
+// generation moves on): the goroutine is asked to stop, its turn is taken back at once, and
+// every call out it attempts from then on is refused (Stats.StaleCallouts) and ends it
+// quietly (no halt, no IV, no log). A goroutine that is slow or stuck in a call out can
+// therefore never act after a reset, whether or not anyone waits for it.
+//
+//   - Reset stops every queue at once, revokes every activation alive, and returns every HQD
+//     register and counter (CP_PACKETS, CP_HALTS, CP_ENGINE_RESET_STATUS, CP_ENGINE_RESETS)
+//     to power-on values; it does not wait.
+//   - Quiesce(timeout) waits, sleeping between checks, until no revoked activation is in
+//     flight (Stats.Draining = 0): after it returns true nothing started before the last
+//     revocation can touch memory, registers or interrupts. The device calls it after it has
+//     cut the engines off from memory, which makes in-flight accesses return promptly.
+//   - Close is Reset that also refuses later activations, then waits at most
+//     Config.StopTimeout for every goroutine the CP started, and says so (rate-limited) if
+//     some are still inside a call out.
+//   - CP_ENGINE_RESET (write-only; GFX = slot 0, COMPUTE = slots 1..16, both = every slot)
+//     does for the named engines what Reset does for the CP — stop, revoke, registers to
+//     power-on — without touching the other engine's queues or CP_PACKETS/CP_HALTS.
+//     CP_ENGINE_RESET_STATUS reads the engines whose reset is still in progress: a bit clears
+//     (and CP_ENGINE_RESETS counts one) once no revoked activation of that engine's slots is
+//     in flight; completion is evaluated when either register (or Stats) is read. A write
+//     naming an engine already resetting resets it again and merges with it. A packet may
+//     reset its own engine: its next call out is refused.
 //
 // # Packets
 //
@@ -121,7 +178,12 @@
 //   - WAIT_REG_MEM: register or memory (through L2 unless BYPASS), functions 0..6 on
 //     (value & mask) vs (reference & mask); OPERATION 1 writes the reference to REG_ADDR1 and
 //     polls REG_ADDR2 (registers only); OPERATION 3 is a wait (every wait is preemptible).
-//   - EVENT_WRITE: every event is accepted as a no-op (COUNT 0 or 2).
+//   - EVENT_WRITE with COUNT 0 (CS_PARTIAL_FLUSH and other events without data) is a no-op.
+//     With an address (COUNT 2: sampling events such as ZPASS_DONE or SAMPLE_PIPELINESTAT)
+//     it is CP_ERROR_BAD_PACKET: there is no pipeline to sample, and accepting it would leave
+//     the address unwritten and a wait on it hanging. amdgpu's kernel rings never emit it
+//     (they use EVENT_WRITE only for partial flushes, COUNT 0); sampling events come from
+//     graphics user-mode drivers' occlusion and statistics queries.
 //   - DMA_DATA: SRC_SEL 0/3 address, 2 fill data; DST_SEL 0/3 address. SEL 0 goes straight to
 //     memory, SEL 3 through L2 unless its cache policy is BYPASS. Any byte count up to
 //     2^26-1, moved in 64 KiB chunks; SAIC (a fixed source: a fill with the dword read once)
@@ -148,7 +210,9 @@
 // DMA chunk, the fence address) — and ERROR_INFO = the packet's header (0 when the header
 // itself could not be fetched). An IV {IH_CLIENT_GRBM_CP, source, ring id, VMID, Data =
 // [code, ERROR_ADDR lo, ERROR_ADDR hi, ERROR_INFO]} is pushed and the halt is logged at Warn
-// with the error's name. Sources: CP_ERROR_RESERVED_BITS → IH_SRC_CP_RESERVED_BITS;
+// with the error's name. Every log line a guest can trigger (halts, ignored HQD writes,
+// refused activations) goes through one ratelog.Limiter (Config.Limiter; default a limiter
+// on Config.Log) under a fixed key; Stats.LogLines/LogSuppressed sum cp's keys. Sources: CP_ERROR_RESERVED_BITS → IH_SRC_CP_RESERVED_BITS;
 // TRANSLATION, MEMORY, BAD_REGISTER, RING_CONFIG → IH_SRC_CP_GPF; BAD_OPCODE, BAD_PACKET,
 // IB_DEPTH, IB_LIMIT → IH_SRC_CP_BAD_OPCODE. A Memory error that has TranslationFault()
 // returning true is CP_ERROR_TRANSLATION, any other CP_ERROR_MEMORY; a Registers error is
@@ -160,6 +224,7 @@
 // (COUNT+2 ≤ the ring, ≤ the rest of the IB), IB depth (IBMaxDepth) and IB starts per
 // submission (Config.MaxIBExpansions, default DefaultMaxIBExpansions), DMA_DATA bytes (the
 // 26-bit field), dispatch size (MaxDispatchGroups), pending work (wptr - rptr ≤ ring size),
-// and the wait re-check rate (10 µs .. 1 ms). Long packets move data in 64 KiB chunks so a
-// reset is honoured promptly.
+// the wait re-check rate (10 µs .. 1 ms), the execution turn (Config.TurnBudget) and the
+// goroutines of one slot (MaxLivePerSlot). Long packets move data in 64 KiB chunks so a reset
+// is honoured promptly.
 package cp

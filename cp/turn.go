@@ -16,10 +16,13 @@ import (
 // most limit goroutines compete with the transport for the CPU.
 type turns struct {
 	mu      sync.Mutex
-	limit   int
 	free    int
-	waiting []*queue // FIFO; each waiter is in it at most once
+	waiting []*queue     // FIFO; each waiter is in it at most once
+	queued  atomic.Int32 // len(waiting), readable without mu
 	waits   atomic.Uint64
+	// spareP: limit < GOMAXPROCS at New, so a P is always left for everything else and a
+	// turn that nobody waits for need not go through the scheduler.
+	spareP bool
 }
 
 // acquire waits for a turn for q. It returns false, holding nothing, when a stop request
@@ -33,6 +36,7 @@ func (t *turns) acquire(q *queue, on stopOn) bool {
 		return true
 	}
 	t.waiting = append(t.waiting, q)
+	t.queued.Store(int32(len(t.waiting)))
 	t.mu.Unlock()
 	t.waits.Add(1)
 	for {
@@ -49,6 +53,7 @@ func (t *turns) acquire(q *queue, on stopOn) bool {
 			for i, w := range t.waiting {
 				if w == q {
 					t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
+					t.queued.Store(int32(len(t.waiting)))
 					t.mu.Unlock()
 					return false
 				}
@@ -68,6 +73,7 @@ func (t *turns) release() {
 	if len(t.waiting) > 0 {
 		w := t.waiting[0]
 		t.waiting = append(t.waiting[:0], t.waiting[1:]...)
+		t.queued.Store(int32(len(t.waiting)))
 		t.mu.Unlock()
 		w.grant <- struct{}{} // one-slot channel, one grant per wait: never blocks
 		return
@@ -141,9 +147,11 @@ func (q *queue) endTurn() {
 // budget is reached (at most maxBudgetStep units later). False: stop (nothing held).
 func (q *queue) spend(n int, on stopOn) bool {
 	q.turnWork += n
-	if q.turnWork < q.nextCheck {
-		return true
-	}
+	return q.turnWork < q.nextCheck || q.checkBudget(on)
+}
+
+// checkBudget is spend's slow path: read the clock, predict the next check or yield.
+func (q *queue) checkBudget(on stopOn) bool {
 	el := time.Since(q.turnStart)
 	if left := q.c.turnBudget - el; left > 0 {
 		step := int64(q.turnWork) * int64(left) / max(int64(el), 1)
@@ -153,13 +161,24 @@ func (q *queue) spend(n int, on stopOn) bool {
 	return q.yield(on)
 }
 
-// yield ends a turn whose budget is spent, lets the Go scheduler run whatever waits for a
-// P (the transport, timers), and queues for the next turn. It returns false, holding
-// nothing, if a stop request matching on arrives meanwhile.
+// yield ends a turn whose budget is spent and queues for the next one, behind every queue
+// that waits; without a spare P it also lets the Go scheduler run whatever waits for one
+// (the transport, timers). When nobody waits and a P is spare, the turn is just renewed:
+// handing it over would only cost a trip through the scheduler (and, on a loaded host, a
+// wait for a CPU). It returns false, holding nothing, if a stop request matching on arrives.
 func (q *queue) yield(on stopOn) bool {
+	t := &q.c.turns
+	if t.spareP && t.queued.Load() == 0 {
+		q.flushCount()
+		q.turnStart = time.Now()
+		q.turnWork, q.nextCheck = 0, firstBudgetCheck
+		return true
+	}
 	q.c.yields.Add(1)
 	q.endTurn()
-	runtime.Gosched()
+	if !t.spareP {
+		runtime.Gosched()
+	}
 	return q.takeTurn(on)
 }
 

@@ -348,7 +348,7 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 			},
 		},
 		"HDP":    {Read: g.hdp.read, Write: g.hdp.write},
-		"CONFIG": {Read: func(off uint32) uint32 { return g.config[off/4] }, Write: func(off, v uint32) { g.config[off/4] = v }},
+		"CONFIG": storage(&g.config),
 	}
 }
 

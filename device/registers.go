@@ -12,7 +12,7 @@ import (
 func (d *Device) claims() []bars.Claim {
 	owners := d.gpuClaims()
 	owners["ID"] = blockOwner{Read: d.readID}
-	owners["SCRATCH"] = blockOwner{Read: func(off uint32) uint32 { return d.scratch[off/4] }, Write: func(off, v uint32) { d.scratch[off/4] = v }}
+	owners["SCRATCH"] = storage(&d.scratch)
 	owners["SELFTEST"] = blockOwner{Read: d.selftest.read, Write: d.selftest.write}
 	var claims []bars.Claim
 	for _, b := range abi.Blocks {
@@ -30,6 +30,15 @@ func (d *Device) claims() []bars.Claim {
 		Name: "MSIX", Offset: abi.REGS_MSIX_TABLE_OFFSET, Size: abi.REGS_SIZE - abi.REGS_MSIX_TABLE_OFFSET,
 		Read: d.readMSIXPage, Write: d.writeMSIXPage,
 	})
+}
+
+// storage is a block of plain read/write registers (SCRATCH, CONFIG): what software writes it
+// reads back, nothing else happens. Guarded by the register lock like every block.
+func storage(regs *[8]uint32) blockOwner {
+	return blockOwner{
+		Read:  func(off uint32) uint32 { return regs[off/4] },
+		Write: func(off, v uint32) { regs[off/4] = v },
+	}
 }
 
 // blockOwner handles one register block; offsets are relative to the block.

@@ -76,7 +76,8 @@ type GuestImage struct {
 	// VirtioModules are the .ko files packed into the initrd, in load order.
 	VirtioModules []string
 	// CmdlineBase is the kernel command line without test arguments:
-	// "console=ttyS0 panic=-1 quiet". The VM adds intel_iommu=on when it has an IOMMU.
+	// "console=ttyS0 panic=-1 quiet no_timer_check". The VM adds intel_iommu=on when it has an
+	// IOMMU.
 	CmdlineBase string
 	// Packages lists the Debian kernel packages used (name=version): the pinned set, or the one
 	// Fallbacks names; empty for your own kernel.
@@ -88,8 +89,12 @@ type GuestImage struct {
 }
 
 // GuestCmdlineBase is GuestImage.CmdlineBase: the serial console for the report, a reboot
-// (which -no-reboot turns into QEMU's exit) on panic, and a quiet boot log.
-const GuestCmdlineBase = "console=ttyS0 panic=-1 quiet"
+// (which -no-reboot turns into QEMU's exit) on panic, a quiet boot log, and no_timer_check:
+// under TCG on a busy host the kernel's early check that the timer interrupt arrives through
+// the IO-APIC can miss its window, which with interrupt remapping (intel-iommu) is a panic
+// ("timer doesn't work through Interrupt-remapped IO-APIC"); the check exists for broken
+// chipsets, and QEMU's timer works.
+const GuestCmdlineBase = "console=ttyS0 panic=-1 quiet no_timer_check"
 
 // Cmdline returns the kernel command line: CmdlineBase, then extra, then
 // vgpu_test_args="<testArgs>" when testArgs is not empty. The kernel hands parameters it does

@@ -105,7 +105,7 @@ func TestGuestEndToEnd(t *testing.T) {
 
 	// A changed module source builds a new module and a new initrd; the kernel stays.
 	changed := copyDir(t, src)
-	f, err := os.OpenFile(filepath.Join(changed, "vgpu_test.c"), os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(filepath.Join(changed, "main.c"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

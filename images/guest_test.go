@@ -756,11 +756,11 @@ func TestModinfoAndCmdline(t *testing.T) {
 		t.Errorf("modinfo %v", info)
 	}
 	g := &GuestImage{CmdlineBase: GuestCmdlineBase}
-	if got := g.Cmdline(""); got != "console=ttyS0 panic=-1 quiet" {
+	if got := g.Cmdline(""); got != "console=ttyS0 panic=-1 quiet no_timer_check" {
 		t.Errorf("%q", got)
 	}
 	if got := g.Cmdline(" tests=dma,msix timeout_ms=5000 ", "intel_iommu=on", "vgpu_keep=1"); got !=
-		`console=ttyS0 panic=-1 quiet intel_iommu=on vgpu_keep=1 vgpu_test_args="tests=dma,msix timeout_ms=5000"` {
+		`console=ttyS0 panic=-1 quiet no_timer_check intel_iommu=on vgpu_keep=1 vgpu_test_args="tests=dma,msix timeout_ms=5000"` {
 		t.Errorf("%q", got)
 	}
 	if got := modulePathOf([]byte("// x\nmodule vgpu\n\ngo 1.26\n")); got != "vgpu" {

@@ -52,6 +52,7 @@ type Config struct {
 // Result is what one run produced.
 type Result struct {
 	Report      *ktap.Report
+	Figures     Figures           // the guest's measurements, each beside its same-boot baseline
 	Init        map[string]string // the "# vgpu-init: key=value" lines
 	Problems    []string          // what went wrong outside the KTAP document
 	Diagnostics device.Diagnostics
@@ -166,6 +167,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		text, _ = os.ReadFile(v.Logs().Console)
 	}
 	res.Report = ktap.Parse(bytes.NewReader(text))
+	var figureProblems []string
+	res.Figures, figureProblems = ParseFigures(res.Report)
+	res.Problems = append(res.Problems, figureProblems...)
 	res.Init = initLines(text)
 	res.Problems = append(res.Problems, checkInit(res.Init)...)
 	res.Diagnostics = dev.Diagnostics()

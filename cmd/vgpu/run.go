@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -86,7 +87,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		printSummary(name, res)
+		printSummary(os.Stdout, name, res)
 		if res.Failed() {
 			failed = true
 		}
@@ -123,8 +124,10 @@ func testArgs(tests string) string {
 // durationRE finds the module's "<case>: N ms" timing note among a case's diagnostics.
 var durationRE = regexp.MustCompile(`^\S+: (\d+) ms$`)
 
-func printSummary(mode string, res *boot.Result) {
-	fmt.Printf("\nvgpu guest suite (%s): boot + tests + power-off in %v\n", mode, res.Wall.Round(time.Millisecond))
+// printSummary writes what one boot showed: every case with its time (and the subtests of a
+// failed one), the guest's figures beside their baseline, problems and the device's diagnostics.
+func printSummary(w io.Writer, mode string, res *boot.Result) {
+	fmt.Fprintf(w, "\nvgpu guest suite (%s): boot + tests + power-off in %v\n", mode, res.Wall.Round(time.Millisecond))
 	var walk func([]*ktap.Test, string)
 	walk = func(ts []*ktap.Test, indent string) {
 		for _, t := range ts {
@@ -139,20 +142,26 @@ func printSummary(mode string, res *boot.Result) {
 			if t.Result != ktap.Pass && t.Directive != "" {
 				line += "  # " + t.Directive
 			}
-			fmt.Println(strings.TrimRight(line, " "))
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
 			if t.Result == ktap.Fail {
 				walk(t.Subtests, indent+"    ")
 			}
 		}
 	}
 	walk(res.Report.Tests, "  ")
-	for _, p := range append(res.Report.Problems, res.Problems...) {
-		fmt.Printf("  PROBLEM %s\n", p)
+	if !res.Figures.Empty() {
+		fmt.Fprintln(w, "guest figures (measured in this boot):")
+		for _, l := range res.Figures.Lines() {
+			fmt.Fprintln(w, "  "+l)
+		}
 	}
-	fmt.Printf("device diagnostics:\n%s", indent(res.Diagnostics.String(), "  "))
+	for _, p := range append(res.Report.Problems, res.Problems...) {
+		fmt.Fprintf(w, "  PROBLEM %s\n", p)
+	}
+	fmt.Fprintf(w, "device diagnostics:\n%s", indent(res.Diagnostics.String(), "  "))
 	if res.Failed() {
 		for name, path := range res.Artefacts {
-			fmt.Printf("  %s: %s\n", name, path)
+			fmt.Fprintf(w, "  %s: %s\n", name, path)
 		}
 	}
 }

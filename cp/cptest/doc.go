@@ -5,6 +5,8 @@
 // served under one "device lock" like the real register file) and Interrupts (an IV
 // recorder). Rig puts them together.
 //
+// Ring.SelfKick builds the hostile case of a queue that always has work.
+//
 // Device-level tests use the real gpummu, l2 and irq instead; these exist so every CP
 // protocol case can be reached without them.
 package cptest

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The test cases, by file; main.c lists them in report order. */
+#ifndef VT_CASES_H
+#define VT_CASES_H
+
+#include "ktap.h"
+
+/* t_device.c */
+enum vt_res t_probe_identity(struct vt_case *t);
+enum vt_res t_scratch(struct vt_case *t);
+enum vt_res t_msix(struct vt_case *t);
+enum vt_res t_dma(struct vt_case *t);
+enum vt_res t_vram(struct vt_case *t);
+enum vt_res t_reset_flr(struct vt_case *t);
+
+/* t_cp.c */
+enum vt_res t_ring_test(struct vt_case *t);
+enum vt_res t_ib_test(struct vt_case *t);
+enum vt_res t_ib2_chain(struct vt_case *t);
+enum vt_res t_bad_packet(struct vt_case *t);
+enum vt_res t_ring_wrap(struct vt_case *t);
+
+/* t_fences.c */
+enum vt_res t_fences(struct vt_case *t);
+enum vt_res t_semaphore(struct vt_case *t);
+
+/* t_l2.c */
+enum vt_res t_dma_data(struct vt_case *t);
+enum vt_res t_cache(struct vt_case *t);
+
+/* t_hang.c */
+enum vt_res t_hang_queue_reset(struct vt_case *t);
+enum vt_res t_hang_engine_reset(struct vt_case *t);
+enum vt_res t_hang_flr(struct vt_case *t);
+
+#endif /* VT_CASES_H */

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The interrupt handler (IH) ring: set-up, and the IH vector's work of decoding IVs
+ * into per-slot records for the cases to check.
+ */
+
+#include <linux/bitfield.h>
+#include <linux/interrupt.h>
+#include <linux/kernel.h>
+#include <linux/ktime.h>
+#include <linux/log2.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+
+#include "cp.h"
+
+/* The HQD slot a CP ring id names, or -1. */
+static int vgpu_ring_id_slot(struct vgpu_cp *cp, u32 ring_id)
+{
+	u32 me = FIELD_GET(VGPU_IH_RING_ID_ME_MASK, ring_id);
+	u32 pipe = FIELD_GET(VGPU_IH_RING_ID_PIPE_MASK, ring_id);
+	u32 queue = FIELD_GET(VGPU_IH_RING_ID_QUEUE_MASK, ring_id);
+	u32 slot;
+
+	if (me == 0)
+		return pipe || queue ? -1 : 0;
+	if (me != 1 || pipe >= cp->pipes || queue >= cp->qpp)
+		return -1;
+	slot = 1 + pipe * cp->qpp + queue;
+	return slot < cp->hqds ? slot : -1;
+}
+
+u32 vgpu_slot_ring_id(struct vgpu_cp *cp, unsigned int slot)
+{
+	if (!slot)
+		return 0;
+	return FIELD_PREP(VGPU_IH_RING_ID_ME_MASK, 1) |
+	       FIELD_PREP(VGPU_IH_RING_ID_PIPE_MASK, (slot - 1) / cp->qpp) |
+	       FIELD_PREP(VGPU_IH_RING_ID_QUEUE_MASK, (slot - 1) % cp->qpp);
+}
+
+/* Decodes one IV (amdgpu_ih_decode_iv_helper layout). Called with ih.lock held. */
+static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
+{
+	struct vgpu_ih *ih = &cp->ih;
+	u32 dw0 = le32_to_cpu(e[0]);
+	u32 client = FIELD_GET(VGPU_IH_DW0_CLIENT_ID_MASK, dw0);
+	u32 src = FIELD_GET(VGPU_IH_DW0_SOURCE_ID_MASK, dw0);
+	int slot = vgpu_ring_id_slot(cp, FIELD_GET(VGPU_IH_DW0_RING_ID_MASK, dw0));
+	struct vgpu_ih_slot *s;
+	u32 data[4], f;
+	unsigned int i;
+
+	for (i = 0; i < 4; i++)
+		data[i] = le32_to_cpu(e[4 + i]);
+	ih->ivs++;
+
+	if (client == VGPU_IH_CLIENT_GFX && src == VGPU_IH_SRC_VM_FAULT) {
+		ih->vm_faults++;
+		ih->vm_fault_data[0] = data[0];
+		ih->vm_fault_data[1] = data[1];
+		return;
+	}
+	if (client != VGPU_IH_CLIENT_GRBM_CP || slot < 0)
+		goto unknown;
+	s = &ih->slot[slot];
+	switch (src) {
+	case VGPU_IH_SRC_CP_EOP:
+		if (s->eop && (s32)(data[0] - s->eop_ctxid) <= 0)
+			s->eop_unordered++;
+		s->eop++;
+		s->eop_ctxid = data[0];
+		s->eop_time = now;
+		if (s->fence) {
+			/* INT_SEL 2: the fence data is in memory before the interrupt. */
+			f = le32_to_cpu(READ_ONCE(*s->fence));
+			if ((s32)(f - s->fence_seen) < 0)
+				s->fence_backwards++;
+			s->fence_seen = f;
+			if ((s32)(f - data[0]) < 0)
+				s->eop_early++;
+		}
+		return;
+	case VGPU_IH_SRC_CP_BAD_OPCODE:
+	case VGPU_IH_SRC_CP_RESERVED_BITS:
+	case VGPU_IH_SRC_CP_GPF:
+		s->err++;
+		s->err_src = src;
+		memcpy(s->err_data, data, sizeof(data));
+		return;
+	}
+unknown:
+	ih->unknown++;
+	ih->unknown_dw0 = dw0;
+}
+
+/* Overflow as ih_v6_0_get_wptr handles it: resume after the oldest entry left, clear the flag. */
+static u32 vgpu_ih_overflow(struct vgpu_cp *cp, u32 wptr)
+{
+	struct vgpu *vg = cp->vg;
+	struct vgpu_ih *ih = &cp->ih;
+
+	wptr = vgpu_rd(vg, VGPU_REG_IH_RB_WPTR);
+	if (!(wptr & VGPU_REG_IH_RB_WPTR__RB_OVERFLOW_MASK))
+		return wptr;
+	ih->overflows++;
+	ih->rptr = ((wptr & VGPU_REG_IH_RB_WPTR__OFFSET_MASK) + VGPU_IH_ENTRY_BYTES) & ih->mask;
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, ih->cntl | VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_CLEAR_MASK);
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, ih->cntl);
+	return wptr;
+}
+
+/* The IH vector's work (amdgpu_ih_process): decode entries up to the written-back wptr. */
+void vgpu_ih_process(struct vgpu_cp *cp)
+{
+	struct vgpu_ih *ih = &cp->ih;
+	ktime_t now = ktime_get();
+	unsigned int pass, n;
+	u32 wptr;
+
+	spin_lock(&ih->lock);
+	if (!ih->enabled)
+		goto out;
+	for (pass = 0; pass < 4; pass++) {
+		wptr = le32_to_cpu(READ_ONCE(*ih->wptr_wb));
+		if (wptr & VGPU_REG_IH_RB_WPTR__RB_OVERFLOW_MASK)
+			wptr = vgpu_ih_overflow(cp, wptr);
+		wptr &= VGPU_REG_IH_RB_WPTR__OFFSET_MASK & ih->mask & ~(VGPU_IH_ENTRY_BYTES - 1);
+		if (wptr == ih->rptr)
+			break;
+		/* The entries are read after the wptr that covers them. */
+		rmb();
+		for (n = 0; ih->rptr != wptr && n <= ih->mask / VGPU_IH_ENTRY_BYTES; n++) {
+			vgpu_ih_decode(cp, ih->ring + ih->rptr / 4, now);
+			ih->rptr = (ih->rptr + VGPU_IH_ENTRY_BYTES) & ih->mask;
+		}
+		vgpu_wr(cp->vg, VGPU_REG_IH_RB_RPTR, ih->rptr);
+	}
+out:
+	spin_unlock(&ih->lock);
+}
+
+/* Allocates the IH ring and starts it. */
+int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp)
+{
+	struct vgpu_ih *ih = &cp->ih;
+
+	ih->bo = vgpu_bo_alloc(t, cp, VT_IH_BYTES, false);
+	if (!ih->bo)
+		return -ENOMEM;
+	ih->ring = ih->bo->cpu;
+	ih->mask = VT_IH_BYTES - 1;
+	ih->wptr_wb = (__le32 *)((u8 *)cp->wb->cpu + VT_WB_IH_WPTR);
+	vgpu_ih_hw_init(cp);
+	return 0;
+}
+
+/*
+ * Programs the IH registers for the allocated ring and enables the vector's handler: at set-up,
+ * and again after a reset returned them to their power-on values.
+ */
+void vgpu_ih_hw_init(struct vgpu_cp *cp)
+{
+	struct vgpu *vg = cp->vg;
+	struct vgpu_ih *ih = &cp->ih;
+	u64 wb = cp->wb->gpu + VT_WB_IH_WPTR;
+	u32 w;
+
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, 0);
+	vgpu_wr64(vg, VGPU_REG_IH_RB_BASE_LO, VGPU_REG_IH_RB_BASE_HI, ih->bo->gpu);
+	vgpu_wr64(vg, VGPU_REG_IH_RB_WPTR_ADDR_LO, VGPU_REG_IH_RB_WPTR_ADDR_HI, wb);
+	vgpu_wr(vg, VGPU_REG_IH_DOORBELL_RPTR, 0);
+	vgpu_wr(vg, VGPU_REG_IH_MSIX_VECTOR, VT_IH_VECTOR);
+	ih->cntl = FIELD_PREP(VGPU_REG_IH_RB_CNTL__RB_SIZE_MASK, ilog2(VT_IH_BYTES / 4)) |
+		   VGPU_REG_IH_RB_CNTL__WPTR_WRITEBACK_ENABLE_MASK |
+		   VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_ENABLE_MASK;
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, ih->cntl | VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_CLEAR_MASK);
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, ih->cntl);
+	ih->cntl |= VGPU_REG_IH_RB_CNTL__RB_ENABLE_MASK | VGPU_REG_IH_RB_CNTL__ENABLE_INTR_MASK;
+	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, ih->cntl);
+
+	/* Nothing can raise an IV yet (no queue runs): start reading where the device writes. */
+	spin_lock_irq(&ih->lock);
+	w = vgpu_rd(vg, VGPU_REG_IH_RB_WPTR) & VGPU_REG_IH_RB_WPTR__OFFSET_MASK & ih->mask;
+	ih->rptr = w;
+	WRITE_ONCE(*ih->wptr_wb, cpu_to_le32(w));
+	vgpu_wr(vg, VGPU_REG_IH_RB_RPTR, w);
+	ih->enabled = true;
+	spin_unlock_irq(&ih->lock);
+}
+
+/* Stops the vector's handler from touching the ring, and waits for a running one. */
+void vgpu_ih_disable(struct vgpu_cp *cp)
+{
+	spin_lock_irq(&cp->ih.lock);
+	cp->ih.enabled = false;
+	spin_unlock_irq(&cp->ih.lock);
+	synchronize_irq(pci_irq_vector(cp->vg->pdev, VT_IH_VECTOR));
+}
+
+void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot *out)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	*out = cp->ih.slot[slot];
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
