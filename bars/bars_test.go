@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -287,6 +288,15 @@ func (r *ringLog) ring(i int, v uint64) {
 	r.mu.Unlock()
 }
 
+// take returns the rings so far and forgets them.
+func (r *ringLog) take() [][2]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.rings
+	r.rings = nil
+	return out
+}
+
 func (r *ringLog) snapshot() [][2]uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -357,7 +367,7 @@ func TestDoorbellPoll(t *testing.T) {
 }
 
 // mapDoorbells maps a poll-mode aperture as QEMU does for the guest.
-func mapDoorbells(t *testing.T, d *Doorbells) []byte {
+func mapDoorbells(t testing.TB, d *Doorbells) []byte {
 	t.Helper()
 	m, err := unix.Mmap(int(d.File().Fd()), 0, int(d.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -369,11 +379,13 @@ func mapDoorbells(t *testing.T, d *Doorbells) []byte {
 
 // settle waits until the poller has finished two whole scans that started after the call: what
 // was in the page before settle has been seen by then.
-func settle(t *testing.T, d *Doorbells) {
+func settle(t testing.TB, d *Doorbells) {
 	t.Helper()
 	target := d.scans.Load() + 2
-	d.kick()
-	for deadline := time.Now().Add(5 * time.Second); d.scans.Load() < target; time.Sleep(50 * time.Microsecond) {
+	deadline := time.Now().Add(5 * time.Second)
+	for d.scans.Load() < target {
+		d.kick() // wakes a sleeping poller at once: no timer in the loop
+		runtime.Gosched()
 		if time.Now().After(deadline) {
 			t.Fatal("the poller did not scan")
 		}

@@ -80,6 +80,12 @@ type Doorbells struct {
 // NewDoorbells creates size bytes of doorbells. ring is called with the doorbell index and its
 // new 64-bit value on every write (trap mode) or every observed change (poll mode).
 func NewDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uint64)) (*Doorbells, error) {
+	return newDoorbells(mode, size, ring, true)
+}
+
+// newDoorbells is NewDoorbells; without startPoller a poll-mode aperture has no poller goroutine
+// and the caller scans (fuzzing, where the scan must be synchronous to be cheap and exact).
+func newDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uint64), startPoller bool) (*Doorbells, error) {
 	if size == 0 || size%4096 != 0 {
 		return nil, fmt.Errorf("bars: doorbell aperture size %#x is not a whole number of pages", size)
 	}
@@ -97,7 +103,7 @@ func NewDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uin
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
-	if mode == DoorbellPoll {
+	if mode == DoorbellPoll && startPoller {
 		d.done.Add(1)
 		go d.poll()
 	}

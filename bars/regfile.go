@@ -68,7 +68,7 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 func (f *RegisterFile) Size() uint32 { return f.size }
 
 // logKeyMisshapen is the ratelog key of the misshapen-access line.
-const logKeyMisshapen = "regs.misshapen_access"
+const logKeyMisshapen = "regs-misshapen-access"
 
 // SetLimiter makes misshapen accesses log a line (offset and size) through l, rate-limited; the
 // count in Diagnostics is kept either way. Without a limiter (nil, the default) nothing is

@@ -131,6 +131,7 @@ func New(cfg Config) (*Device, error) {
 		d.Close()
 		return nil, err
 	}
+	d.regs.SetLimiter(d.rl)
 	d.resetMSIXTable()
 	d.info = d.deviceInfo()
 	return d, nil

@@ -77,9 +77,9 @@ func (g *gpu) close() {
 
 // raiseVector delivers an interrupt the IH ring raises.
 func (d *Device) raiseVector(vector int) {
-	if err := d.deliver(vector); err != nil {
+	// Refusals are counted here; irq logs them (rate-limited) under its own keys.
+	if err := d.deliver(vector); err != nil && !errors.Is(err, errNoBusMaster) {
 		d.stats.irqErrors.Add(1)
-		d.rl.Warn("irq-refused", "interrupt refused", "vector", vector, "err", err)
 	}
 }
 

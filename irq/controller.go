@@ -40,7 +40,7 @@ const (
 // MaxMSIXVectors is the PCI limit on MSI-X table size (Table Size is an 11-bit N-1 field).
 const MaxMSIXVectors = 2048
 
-// ErrNoVector is returned by TriggerMSIX for a vector outside the table.
+// ErrNoVector is returned by TriggerMSIX and SetTableMask for a vector outside the table.
 var ErrNoVector = errors.New("irq: no such MSI-X vector")
 
 // Request is one DEVICE_SET_IRQS, the same shape as vfiouser.SetIRQs: Bools has Count entries
@@ -60,6 +60,7 @@ type Stats struct {
 	TableInUse  bool     // the client unmasked a vector through the trapped table: its mask bits count
 	INTxSignals uint64   // signals of the INTx trigger eventfd
 	ErrSignals  uint64   // signals of the ERR eventfd
+	ReqSignals  uint64   // signals of the REQ eventfd (SET_IRQS loopback only)
 	Saturated   uint64   // signals that found the eventfd counter at its maximum (EAGAIN): still pending there
 	Retargeted  uint64   // MSI-X signals whose eventfd was replaced while being written, sent again
 	Dropped     uint64   // signals lost: eventfd write failed, or ERR/REQ with no eventfd
@@ -83,12 +84,12 @@ type intx struct {
 
 // Keys of the controller's rate-limited log lines (ratelog): one per event kind.
 const (
-	logKeyRefused   = "irq.set_irqs_refused"
-	logKeyNoVector  = "irq.no_such_vector"
-	logKeySaturated = "irq.eventfd_saturated"
-	logKeyFailed    = "irq.eventfd_write_failed"
-	logKeyNoErrFd   = "irq.err_req_without_eventfd"
-	logKeyResample  = "irq.resample_read_failed"
+	logKeyRefused   = "irq-set-irqs-refused"
+	logKeyNoVector  = "irq-no-such-vector"
+	logKeySaturated = "irq-eventfd-saturated"
+	logKeyFailed    = "irq-eventfd-write-failed"
+	logKeyNoErrFd   = "irq-err-req-without-eventfd"
+	logKeyResample  = "irq-resample-read-failed"
 )
 
 // Controller holds the DEVICE_SET_IRQS state of every index. All methods are safe for
@@ -105,9 +106,9 @@ type Controller struct {
 	reqFd      *eventfd
 
 	// Counters, updated without the lock once a signal's outcome is known.
-	delivered                          []atomic.Uint64
-	intxN, errN, saturated, retargeted atomic.Uint64
-	dropped, noVector, refused         atomic.Uint64
+	delivered                                []atomic.Uint64
+	intxN, errN, reqN, saturated, retargeted atomic.Uint64
+	dropped, noVector, refused               atomic.Uint64
 }
 
 // New returns a controller for msixVectors MSI-X vectors (1..MaxMSIXVectors; anything else is
@@ -286,7 +287,7 @@ func (c *Controller) setLocked(r Request, after *cleanup) error {
 	case IndexErr, IndexReq:
 		slot, counter := &c.errFd, &c.errN
 		if r.Index == IndexReq {
-			slot, counter = &c.reqFd, nil
+			slot, counter = &c.reqFd, &c.reqN
 		}
 		switch {
 		case data == DataEventfd:
@@ -509,9 +510,9 @@ func (c *Controller) intxLocked() (send, bool) {
 // simpleLocked returns the signal of the ERR or REQ eventfd (loopback trigger from SET_IRQS or
 // RaiseError); with none assigned the signal is dropped and counted.
 func (c *Controller) simpleLocked(e *eventfd, counter *atomic.Uint64) (send, bool) {
-	kind := sendReq
-	if counter != nil {
-		kind = sendErr
+	kind := sendErr
+	if counter == &c.reqN {
+		kind = sendReq
 	}
 	if e == nil {
 		c.dropped.Add(1)
@@ -600,6 +601,7 @@ func (c *Controller) Stats() Stats {
 		TableInUse:  c.tableInUse,
 		INTxSignals: c.intxN.Load(),
 		ErrSignals:  c.errN.Load(),
+		ReqSignals:  c.reqN.Load(),
 		Saturated:   c.saturated.Load(),
 		Retargeted:  c.retargeted.Load(),
 		Dropped:     c.dropped.Load(),

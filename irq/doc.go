@@ -8,7 +8,7 @@
 // RaiseError from their own goroutines. Raising an interrupt is an 8-byte little-endian 1
 // written to the eventfd currently registered for it; QEMU hands these eventfds to KVM as
 // irqfds, so the write injects the interrupt without QEMU's main loop. Register reads of the
-// MSI-X PBA come to ReadPBA.
+// MSI-X PBA come to ReadPBA, trapped writes of a table entry's Vector Control to SetTableMask.
 //
 // Indexes: INTx (1 line), MSI (not offered: count 0, every request is EINVAL), MSI-X (the
 // count given to New), ERR (1) and REQ (1; QEMU never uses it).

@@ -129,9 +129,9 @@ type IH struct {
 
 // Keys of the IH's rate-limited log lines (ratelog).
 const (
-	logKeyIHWrite     = "ih.ring_write_failed"
-	logKeyIHWriteback = "ih.wptr_writeback_failed"
-	logKeyIHRingSize  = "ih.rb_size_clamped"
+	logKeyIHWrite     = "ih-ring-write-failed"
+	logKeyIHWriteback = "ih-wptr-writeback-failed"
+	logKeyIHRingSize  = "ih-rb-size-clamped"
 )
 
 // NewIH returns an IH in its reset state. raise is called (never with the IH's lock held, from

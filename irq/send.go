@@ -91,5 +91,7 @@ func (c *Controller) countSent(s send) {
 		c.intxN.Add(1)
 	case sendErr:
 		c.errN.Add(1)
+	case sendReq:
+		c.reqN.Add(1)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,7 +101,9 @@ func printDiagnosticsOn(ctx context.Context, sig os.Signal, dev *device.Device) 
 		case <-ctx.Done():
 			return
 		case <-ch:
-			fmt.Fprintf(os.Stderr, "vgpu diagnostics:\n%s", dev.Diagnostics())
+			// The goroutine count lets a test watch for goroutines that outlive the work
+			// (resets, disconnects) that should have ended them.
+			fmt.Fprintf(os.Stderr, "vgpu diagnostics:\n%sgoroutines: %d\n", dev.Diagnostics(), runtime.NumGoroutine())
 		}
 	}
 }
