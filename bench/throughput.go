@@ -150,7 +150,7 @@ func Copy(size int) Scenario {
 	batch := max(1, min(maxCopyBatch/size, (ringDwords-64)/(8*dmaPackets)))
 	return Scenario{
 		Name: fmt.Sprintf("DMA_DATA copy %s", sizeName(size)), Unit: "MB/s", PerOp: float64(size) / 1e6,
-		Baseline: "Go copy", Note: fmt.Sprintf("%d copies per submission; target ≥ 0.8× from 64 KiB up", batch),
+		Baseline: "Go copy", Note: fmt.Sprintf("%s per submission; target ≥ 0.8× from 64 KiB up", plural(batch, "copy", "copies")),
 		Setup: func() (Pair, error) {
 			rig, err := NewRig(RigConfig{RingDwords: ringDwords, GuestBytes: max(2*size, 1<<16)})
 			if err != nil {
@@ -233,6 +233,13 @@ func Copy(size int) Scenario {
 			return Pair{Dev: dev, Base: base, Close: func() { rig.Close() }}, nil
 		},
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func sizeName(n int) string {
