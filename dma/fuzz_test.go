@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The fuzz world: IOVAs [0, fuzzSpace), two memfds of fuzzFile bytes, and a fake client
@@ -19,8 +21,8 @@ const (
 // modelByte is the reference model's view of one IOVA.
 type modelByte struct {
 	kind        uint8 // 0 unmapped, 1 memfd 0, 2 memfd 1, 3 message
-	off         uint64
 	read, write bool
+	off         uint32 // offset in the memfd (< fuzzFile); 8 bytes a byte keeps begin's clear cheap
 }
 
 // FuzzSpace interprets its input as a sequence of map/unmap/read/write/bus-master operations
@@ -33,31 +35,11 @@ func FuzzSpace(f *testing.F) {
 	f.Add([]byte{0, 20, 10, 1, 40, 3, 0, 25, 10, 2, 8, 1, 4, 60, 0, 250, 2, 24, 255, 3, 60, 0, 250})
 	f.Add([]byte{1, 5, 31, 2, 0, 1, 4, 4, 5, 200, 5, 3, 4, 5, 200, 6, 4, 4, 5, 9})
 	f.Add([]byte{0, 0, 31, 0, 0, 3, 0, 26, 31, 1, 0, 2, 0, 52, 31, 2, 0, 3, 4, 0, 0, 255, 3, 20, 7, 250})
+	w := newSpaceWorld(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		baseline := fdCount(t)
-		var files [2]*os.File
-		var fileMem [2][]byte
-		for i := range files {
-			seed := byte(0x30 + i)
-			fd := newMemfdRaw(t, fuzzFile, seed) // closed below, before the fd-leak check
-			files[i] = fd
-			fileMem[i] = make([]byte, fuzzFile)
-			for j := range fileMem[i] {
-				fileMem[i][j] = pattern(seed, j)
-			}
-		}
-		client := &fakeClient{mem: make([]byte, fuzzSpace)}
-		msgMem := make([]byte, fuzzSpace)
-		for i := range msgMem {
-			msgMem[i] = byte(i * 13)
-			client.mem[i] = msgMem[i]
-		}
-		model := make([]modelByte, fuzzSpace)
+		baseline := w.begin(t)
+		s, client, model, fileMem, msgMem := w.space, w.client, w.model, w.fileMem, w.msgMem
 		busMaster := true
-
-		s := NewSpace(nil)
-		s.SetTransport(client)
-		s.SetBusMaster(true)
 
 		arg := func(i int) byte {
 			if i < len(data) {
@@ -77,7 +59,7 @@ func FuzzSpace(f *testing.F) {
 				m := Mapping{IOVA: iova, Size: size, Offset: off, Read: b5&1 != 0, Write: b5&2 != 0}
 				kind := b3%3 + 1
 				if kind < 3 {
-					m.File = dupFile(t, files[kind-1])
+					m.File = dupFile(t, w.files[kind-1])
 				}
 				err := s.Map(m)
 				if kind < 3 && off+size > fuzzFile {
@@ -90,7 +72,7 @@ func FuzzSpace(f *testing.F) {
 					t.Fatalf("Map(%+v): %v", m, err)
 				}
 				for a := iova; a < iova+size; a++ {
-					model[a] = modelByte{kind: kind, off: off + (a - iova), read: m.Read, write: m.Write}
+					model[a] = modelByte{kind: kind, off: uint32(off + (a - iova)), read: m.Read, write: m.Write}
 				}
 			case 2: // unmap
 				i += 3
@@ -111,7 +93,7 @@ func FuzzSpace(f *testing.F) {
 				i += 4
 				write := op == 4
 				iova := uint64(b1)*96 + uint64(b2&63)
-				p := make([]byte, int(b3)*12)
+				p := w.buf[:int(b3)*12]
 				for j := range p {
 					p[j] = byte(step*31 + j)
 				}
@@ -127,40 +109,40 @@ func FuzzSpace(f *testing.F) {
 					if !errors.As(err, &fe) || !errors.Is(err, wantErr) || fe.At != at {
 						t.Fatalf("access %#x+%d write=%v: got %v, want fault %v at %#x", iova, len(p), write, err, wantErr, at)
 					}
+					break // a fault moves nothing: the whole-memory check at the end sees it
 				} else if err != nil {
 					t.Fatalf("access %#x+%d write=%v: unexpected error %v", iova, len(p), write, err)
 				}
-				for j := range p {
-					if wantErr != nil {
-						break
-					}
-					mb := model[iova+uint64(j)]
-					var cell *byte
-					switch mb.kind {
+				// The bytes the access touched, in the memory behind them: the memfds through
+				// the test's own shared mapping, the client's memory under its lock. Model
+				// first, then compare: two IOVAs of one write may alias one memfd byte.
+				cells := func(j int) (cell, real *byte) {
+					a := iova + uint64(j)
+					switch mb := model[a]; mb.kind {
 					case 1, 2:
-						cell = &fileMem[mb.kind-1][mb.off]
-					case 3:
-						cell = &msgMem[iova+uint64(j)]
+						return &fileMem[mb.kind-1][mb.off], &w.fileView[mb.kind-1][mb.off]
+					default:
+						return &msgMem[a], &client.mem[a]
 					}
+				}
+				client.mu.Lock()
+				for j := range p {
+					cell, _ := cells(j)
 					if write {
 						*cell = p[j]
+						w.dirty = true
 					} else if p[j] != *cell {
+						client.mu.Unlock()
 						t.Fatalf("read %#x+%d: byte %d = %#x, model says %#x", iova, len(p), j, p[j], *cell)
 					}
 				}
-				if write {
-					for k := range files {
-						if got := fileBytes(t, files[k], 0, fuzzFile); !bytes.Equal(got, fileMem[k]) {
-							t.Fatalf("write %#x+%d: memfd %d differs from the model", iova, len(p), k)
-						}
-					}
-					client.mu.Lock()
-					same := bytes.Equal(client.mem, msgMem)
-					client.mu.Unlock()
-					if !same {
-						t.Fatalf("write %#x+%d: client memory differs from the model", iova, len(p))
+				for j := range p {
+					if cell, real := cells(j); *real != *cell {
+						client.mu.Unlock()
+						t.Fatalf("access %#x+%d write=%v: byte %d of the backing is %#x, model says %#x", iova, len(p), write, j, *real, *cell)
 					}
 				}
+				client.mu.Unlock()
 			case 5:
 				i++
 				busMaster = !busMaster
@@ -178,13 +160,86 @@ func FuzzSpace(f *testing.F) {
 		if st := s.Stats(); st.Mappings != 0 || st.BackingFiles != 0 {
 			t.Fatalf("UnmapAll left state: %+v", st)
 		}
-		for _, f := range files {
-			f.Close()
+		// Once per input, all of memory: a write that strayed outside its bytes shows here.
+		for k := range w.files {
+			if !bytes.Equal(w.fileView[k], fileMem[k]) {
+				t.Fatalf("memfd %d differs from the model", k)
+			}
+		}
+		client.mu.Lock()
+		same := bytes.Equal(client.mem, msgMem)
+		client.mu.Unlock()
+		if !same {
+			t.Fatalf("client memory differs from the model")
 		}
 		if got := fdCount(t); got != baseline {
 			t.Fatalf("fd leak: %d fds, started with %d", got, baseline)
 		}
 	})
+}
+
+// spaceWorld is FuzzSpace's world, built once per fuzzing process and returned to its
+// starting state by begin (memfd creation and filling were most of a short input's cost).
+type spaceWorld struct {
+	space    *Space
+	client   *fakeClient
+	files    [2]*os.File // the test keeps these; the Space gets dups
+	fileView [2][]byte   // the test's own shared mapping of each memfd
+	fileMem  [2][]byte   // the model of each memfd
+	msgMem   []byte      // the model of the client's memory
+	model    []modelByte
+	buf      []byte
+	dirty    bool // a write may have changed memory since begin
+}
+
+func newSpaceWorld(tb testing.TB) *spaceWorld {
+	w := &spaceWorld{
+		client: &fakeClient{mem: make([]byte, fuzzSpace)},
+		msgMem: make([]byte, fuzzSpace),
+		model:  make([]modelByte, fuzzSpace),
+		buf:    make([]byte, 255*12),
+		dirty:  true,
+	}
+	for i := range w.files {
+		w.files[i] = newMemfd(tb, fuzzFile, byte(0x30+i))
+		v, err := unix.Mmap(int(w.files[i].Fd()), 0, fuzzFile, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			tb.Fatalf("mmap memfd: %v", err)
+		}
+		tb.Cleanup(func() { unix.Munmap(v) })
+		w.fileView[i] = v
+		w.fileMem[i] = make([]byte, fuzzFile)
+	}
+	w.space = NewSpace(nil)
+	return w
+}
+
+// begin returns the world to its starting state for a new input and returns the fd count the
+// input must end with.
+func (w *spaceWorld) begin(t *testing.T) int {
+	if w.dirty {
+		for i := range w.files {
+			for j := range w.fileMem[i] {
+				w.fileMem[i][j] = pattern(byte(0x30+i), j)
+			}
+			copy(w.fileView[i], w.fileMem[i])
+		}
+		for i := range w.msgMem {
+			w.msgMem[i] = byte(i * 13)
+		}
+		w.client.mu.Lock()
+		copy(w.client.mem, w.msgMem)
+		w.client.mu.Unlock()
+		w.dirty = false
+	}
+	w.client.mu.Lock()
+	w.client.calls = w.client.calls[:0]
+	w.client.mu.Unlock()
+	clear(w.model)
+	w.space.UnmapAll()
+	w.space.SetTransport(w.client)
+	w.space.SetBusMaster(true)
+	return fdCount(t)
 }
 
 // modelAccess returns the fault the model predicts for an access, and where.

@@ -13,9 +13,6 @@ import (
 	"time"
 )
 
-// DefaultMirror is used when the host names no Debian mirror.
-const DefaultMirror = "http://deb.debian.org/debian"
-
 // DebianKeyring is the keyring every private sources.list line is signed-by. Bookworm's
 // debian-archive-keyring already holds the bookworm and trixie archive keys.
 const DebianKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -43,17 +40,29 @@ var (
 // Versions serialise on a lock file in Dir, so several processes may share one Apt folder.
 type Apt struct {
 	Dir      string    // private root; created on first use
-	Mirror   string    // "" → HostMirror()
+	Mirror   string    // the Debian archive's URI (NewApt: "" → HostMirror())
 	Sources  []Source  // suites to list
 	Keyring  string    // "" → DebianKeyring
 	Arch     string    // "" → amd64
 	Progress io.Writer // apt's output lines and our own notes; nil → discarded
 }
 
-// NewApt returns an Apt whose root lives in cache under a name derived from the mirror and the
-// sources, so different suite sets never share (or clobber) lists.
-func NewApt(cache string, sources []Source, progress io.Writer) *Apt {
-	a := &Apt{Sources: sources, Progress: progress}
+// NewApt returns an Apt for mirror ("" → HostMirror(), which fails when the host names no
+// Debian archive) whose root lives in cache under a name derived from the mirror and the
+// sources, so different archives or suite sets never share (or clobber) lists.
+func NewApt(cache, mirror string, sources []Source, progress io.Writer) (*Apt, error) {
+	if mirror == "" {
+		var err error
+		if mirror, err = HostMirror(); err != nil {
+			return nil, err
+		}
+	}
+	return newAptRoot(cache, mirror, sources, progress), nil
+}
+
+// newAptRoot is NewApt for a mirror already chosen.
+func newAptRoot(cache, mirror string, sources []Source, progress io.Writer) *Apt {
+	a := &Apt{Mirror: strings.TrimRight(mirror, "/"), Sources: sources, Progress: progress}
 	var items []string
 	for _, s := range sources {
 		items = append(items, s.Suite+" "+strings.Join(s.Components, " "))
@@ -63,12 +72,7 @@ func NewApt(cache string, sources []Source, progress io.Writer) *Apt {
 	return a
 }
 
-func (a *Apt) mirror() string {
-	if a.Mirror != "" {
-		return strings.TrimRight(a.Mirror, "/")
-	}
-	return HostMirror()
-}
+func (a *Apt) mirror() string { return strings.TrimRight(a.Mirror, "/") }
 
 func (a *Apt) arch() string {
 	if a.Arch != "" {
@@ -139,6 +143,9 @@ func (a *Apt) prepare() error {
 	}
 	if len(a.Sources) == 0 {
 		return errors.New("images: Apt has no sources")
+	}
+	if a.mirror() == "" {
+		return errors.New("images: Apt.Mirror is empty")
 	}
 	for _, d := range []string{"etc/apt.conf.d", "etc/preferences.d", "etc/sources.list.d", "etc/trusted.gpg.d",
 		"state/lists/partial", "cache/archives/partial", "log"} {
@@ -346,27 +353,75 @@ func (a *Apt) run(ctx context.Context, tool, dir string, args ...string) (string
 	return all.String(), nil
 }
 
-// HostMirror returns the Debian archive URI the host uses: the URIs: field of the deb822 stanza
-// in /etc/apt/sources.list.d/debian.sources that is not the security archive, else the first such
-// deb line of /etc/apt/sources.list, else DefaultMirror. $VGPU_DEBIAN_MIRROR overrides all.
-func HostMirror() string {
-	if m := os.Getenv("VGPU_DEBIAN_MIRROR"); m != "" {
-		return strings.TrimRight(m, "/")
+// aptEtc is the host's apt configuration folder (a variable for tests).
+var aptEtc = "/etc/apt"
+
+// MirrorEnv and SecurityMirrorEnv name the environment variables that choose the Debian
+// archives instead of the host's apt sources.
+const (
+	MirrorEnv         = "VGPU_DEBIAN_MIRROR"
+	SecurityMirrorEnv = "VGPU_DEBIAN_SECURITY_MIRROR"
+)
+
+// HostMirror returns the URI of the Debian archive to fetch from: $VGPU_DEBIAN_MIRROR, else
+// the first Debian main-archive entry (a Debian suite that is not -security) of the host's apt
+// sources (sources.list, then sources.list.d/*.list and *.sources in apt's order). There is no
+// built-in default: without either it fails with an error naming both.
+func HostMirror() (string, error) {
+	if m := os.Getenv(MirrorEnv); m != "" {
+		return strings.TrimRight(m, "/"), nil
 	}
-	if b, err := os.ReadFile("/etc/apt/sources.list.d/debian.sources"); err == nil {
-		if m := mirrorFromDeb822(string(b)); m != "" {
-			return m
-		}
+	if m := firstURI(hostAptEntries(), isMainEntry); m != "" {
+		return m, nil
 	}
-	if b, err := os.ReadFile("/etc/apt/sources.list"); err == nil {
-		if m := mirrorFromSourcesList(string(b)); m != "" {
-			return m
-		}
-	}
-	return DefaultMirror
+	return "", fmt.Errorf("images: no Debian mirror: the host's apt sources (%s) list no Debian archive; "+
+		"set $%s or --debian-mirror to one (e.g. http://mirror.example/debian)", aptSourcesDescription(), MirrorEnv)
 }
 
-func isMainArchive(uri string) bool { return isHTTP(uri) && !strings.Contains(uri, "security") }
+// HostSecurityMirror returns the URI of the Debian security archive: $VGPU_DEBIAN_SECURITY_MIRROR,
+// else the first "<suite>-security" entry of the host's apt sources, else an error naming both.
+func HostSecurityMirror() (string, error) {
+	if m := os.Getenv(SecurityMirrorEnv); m != "" {
+		return strings.TrimRight(m, "/"), nil
+	}
+	if m := firstURI(hostAptEntries(), isSecurityEntry); m != "" {
+		return m, nil
+	}
+	return "", fmt.Errorf("images: no Debian security mirror: the host's apt sources (%s) list no <suite>-security archive; "+
+		"set $%s or --debian-security-mirror to one (e.g. http://mirror.example/debian-security)", aptSourcesDescription(), SecurityMirrorEnv)
+}
+
+func aptSourcesDescription() string {
+	return filepath.Join(aptEtc, "sources.list") + ", " + filepath.Join(aptEtc, "sources.list.d") + "/*.list and *.sources"
+}
+
+// hostAptEntries lists the "deb" entries of the host's apt sources in the order apt reads
+// them: sources.list, then the files of sources.list.d by name (only *.list and *.sources, as
+// apt ignores the rest, e.g. *.disabled).
+func hostAptEntries() []aptEntry {
+	var out []aptEntry
+	if b, err := os.ReadFile(filepath.Join(aptEtc, "sources.list")); err == nil {
+		out = append(out, parseSourcesList(string(b))...)
+	}
+	dir := filepath.Join(aptEtc, "sources.list.d")
+	files, _ := os.ReadDir(dir) // sorted by name; a missing folder lists nothing
+	for _, f := range files {
+		name := f.Name()
+		if f.IsDir() || !strings.HasSuffix(name, ".list") && !strings.HasSuffix(name, ".sources") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		if strings.HasSuffix(name, ".sources") {
+			out = append(out, parseDeb822(string(b))...)
+		} else {
+			out = append(out, parseSourcesList(string(b))...)
+		}
+	}
+	return out
+}
 
 // aptEntry is one (archive URI, suite) pair of an apt sources file.
 type aptEntry struct{ URI, Suite string }
@@ -435,20 +490,49 @@ func isHTTP(uri string) bool {
 	return strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")
 }
 
-// isMainEntry: the main archive, not a security one.
+// debianReleases are the code names and aliases of Debian releases: an apt suite made of one
+// of them (and a suffix such as -updates) is Debian's archive, not a third-party repository.
+var debianReleases = []string{"buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+	"oldoldstable", "oldstable", "stable", "testing", "unstable", "experimental"}
+
+// debianSuite splits a suite into a Debian release and its suffix ("bookworm-updates" →
+// "bookworm", "-updates"); ok is false for a suite of another distribution or repository.
+func debianSuite(suite string) (release, suffix string, ok bool) {
+	release, rest, _ := strings.Cut(suite, "-")
+	for _, r := range debianReleases {
+		if r == release {
+			if rest != "" {
+				rest = "-" + rest
+			}
+			return release, rest, true
+		}
+	}
+	return "", "", false
+}
+
+// isMainEntry: Debian's main archive (a release, -updates, -backports, -proposed-updates), not
+// a security one.
 func isMainEntry(e aptEntry) bool {
-	return isMainArchive(e.URI) && !strings.Contains(e.Suite, "security")
+	_, suffix, ok := debianSuite(e.Suite)
+	switch {
+	case !ok || !isHTTP(e.URI) || strings.Contains(e.URI, "security"):
+		return false
+	case suffix == "", suffix == "-updates", suffix == "-backports", suffix == "-backports-sloppy", suffix == "-proposed-updates":
+		return true
+	}
+	return false
 }
 
-// isSecurityEntry: a "<suite>-security" archive.
+// isSecurityEntry: a Debian "<release>-security" archive.
 func isSecurityEntry(e aptEntry) bool {
-	return isHTTP(e.URI) && strings.HasSuffix(e.Suite, "-security")
+	_, suffix, ok := debianSuite(e.Suite)
+	return ok && suffix == "-security" && isHTTP(e.URI)
 }
 
-// mirrorFromDeb822 picks the first URI of a "Types: deb" stanza that is not a security archive.
+// mirrorFromDeb822 picks the first URI of a "Types: deb" stanza of Debian's main archive.
 func mirrorFromDeb822(text string) string { return firstURI(parseDeb822(text), isMainEntry) }
 
-// mirrorFromSourcesList picks the URI of the first one-line "deb" entry that is not a security
+// mirrorFromSourcesList picks the URI of the first one-line "deb" entry of Debian's main
 // archive.
 func mirrorFromSourcesList(text string) string { return firstURI(parseSourcesList(text), isMainEntry) }
 

@@ -27,6 +27,16 @@
 // interrupted run is simply redone. Once a tree exists, QEMU() touches neither apt nor the
 // network. Provisioning from an empty cache downloads about 27.5 MB and takes well under 30 s.
 //
+// # Which archive
+//
+// Packages come from the Debian archive the host's apt uses: the first Debian (not -security)
+// entry of /etc/apt/sources.list, then of sources.list.d/*.list and *.sources in apt's order
+// (HostMirror); the guest's bookworm-security packages from the host's "<release>-security"
+// entry (HostSecurityMirror). $VGPU_DEBIAN_MIRROR and $VGPU_DEBIAN_SECURITY_MIRROR (or the
+// Mirror options, the --debian-mirror flags of vgpu run and vgpu qemu) choose others. There is
+// no built-in archive: with neither, provisioning fails with an error naming both. The archive
+// is consulted only when something must be downloaded.
+//
 // A qemu-system-x86_64 in PATH is preferred when it is new enough (MinQEMU) and lists
 // vfio-user-pci; QEMUOptions.NoSystem forces the pinned build.
 //

@@ -38,8 +38,10 @@ type GuestOptions struct {
 	// own (VirtioModules, as plain .ko files). Those not found are taken to be built in.
 	ModulesDir string
 
-	// Mirror and SecurityMirror override the Debian archives (HostMirror, HostSecurityMirror).
-	// They are not part of any cache key.
+	// Mirror and SecurityMirror choose the Debian archives; "" takes them from
+	// $VGPU_DEBIAN_MIRROR / $VGPU_DEBIAN_SECURITY_MIRROR or the host's apt sources (HostMirror,
+	// HostSecurityMirror), and only when something must be downloaded. They are not part of
+	// any cache key.
 	Mirror, SecurityMirror string
 
 	// Gzip compresses the initramfs (gzip -1). The kernel takes both; uncompressed is the
@@ -141,14 +143,6 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 		return nil, err
 	}
 	mirrors := guestMirrors{Main: opts.Mirror, Security: opts.SecurityMirror}
-	if mirrors.Main == "" {
-		mirrors.Main = HostMirror()
-	}
-	if mirrors.Security == "" {
-		mirrors.Security = HostSecurityMirror()
-	}
-	mirrors.Main = strings.TrimRight(mirrors.Main, "/")
-	mirrors.Security = strings.TrimRight(mirrors.Security, "/")
 
 	start := time.Now()
 	kernelPkgs, busyboxPkgs := splitGuestPackages(guestPackages)
@@ -412,10 +406,15 @@ func guestPinLister(cache string, mirrors guestMirrors, pinned []GuestPackage, p
 		if len(pinned) == 0 {
 			return nil, errors.New("images: empty pinned set")
 		}
-		m := mirrors.forSuite(pinned[0].Suite)
+		m, err := mirrors.forSuite(pinned[0].Suite)
+		if err != nil {
+			return nil, err
+		}
 		var suites []string
 		for _, p := range pinned {
-			if mirrors.forSuite(p.Suite) != m {
+			if pm, err := mirrors.forSuite(p.Suite); err != nil {
+				return nil, err
+			} else if pm != m {
 				return nil, fmt.Errorf("images: the pinned set %s spans two archives", describePackages(pinned))
 			}
 			if !containsString(suites, p.Suite) {

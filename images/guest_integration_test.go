@@ -71,7 +71,7 @@ func TestGuestEndToEnd(t *testing.T) {
 
 	// The private lists serve the kernel versions used (Apt.Versions is apt-cache madison): the
 	// pinned ones, or those of the fallback when the archive has moved on.
-	mirrors := guestMirrors{HostMirror(), HostSecurityMirror()}
+	mirrors := guestMirrors{} // the host's archives
 	pinnedKernel, pinnedBusybox := splitGuestPackages(GuestPackages())
 	used := usedKernelSet(t, g, pinnedKernel)
 	if len(g.Fallbacks) != 0 {
@@ -80,7 +80,11 @@ func TestGuestEndToEnd(t *testing.T) {
 		t.Errorf("no fallback, but the kernel set used is %v", used)
 	}
 	for _, p := range append(used, pinnedBusybox...) {
-		vs, err := guestApt(cache, mirrors.forSuite(p.Suite), []string{p.Suite}, nil).Versions(ctx, p.Name)
+		m, err := mirrors.forSuite(p.Suite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := guestApt(cache, m, []string{p.Suite}, nil).Versions(ctx, p.Name)
 		switch {
 		case err != nil:
 			t.Errorf("%s from %s: %v", p.Package, p.Suite, err)
@@ -228,7 +232,7 @@ func checkStalePins(t *testing.T, ctx context.Context, cache, src string, g *Gue
 	kern, bb := splitGuestPackages(stale)
 
 	// The resolution alone, against the real lists.
-	mirrors := guestMirrors{HostMirror(), HostSecurityMirror()}
+	mirrors := guestMirrors{} // the host's archives
 	l, err := guestPinLister(cache, mirrors, kern, &lineLogger{t: t, prefix: "[lists] "})(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -723,30 +723,49 @@ func TestGuestKeys(t *testing.T) {
 }
 
 func TestSecurityMirror(t *testing.T) {
-	deb822 := "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n\n" +
-		"Types: deb\n# snapshot\nURIs: http://deb.debian.org/debian-security/\nSuites: bookworm-security\nComponents: main\n"
-	if got := securityFromDeb822(deb822); got != "http://deb.debian.org/debian-security" {
+	deb822 := "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n\n" +
+		"Types: deb\n# snapshot\nURIs: http://mirror.example/debian-security/\nSuites: bookworm-security\nComponents: main\n"
+	if got := securityFromDeb822(deb822); got != "http://mirror.example/debian-security" {
 		t.Errorf("deb822: %q", got)
 	}
 	if got := securityFromDeb822("Types: deb\nURIs: http://x/debian\nSuites: bookworm\n"); got != "" {
 		t.Errorf("no security stanza: %q", got)
 	}
-	list := "deb http://ftp.example/debian bookworm main\ndeb [signed-by=/k.gpg] https://sec.example/debian-security/ bookworm-security main\n"
-	if got := securityFromSourcesList(list); got != "https://sec.example/debian-security" {
+	list := "deb http://ftp.mirror.example/debian bookworm main\ndeb [signed-by=/k.gpg] https://sec.mirror.example/debian-security/ bookworm-security main\n"
+	if got := securityFromSourcesList(list); got != "https://sec.mirror.example/debian-security" {
 		t.Errorf("sources.list: %q", got)
 	}
-	t.Setenv("VGPU_DEBIAN_SECURITY_MIRROR", "http://override/ds/")
-	if got := HostSecurityMirror(); got != "http://override/ds" {
-		t.Errorf("override: %q", got)
+	// A third-party "-security" suite is not Debian's.
+	if got := securityFromSourcesList("deb http://other.example/repo tools-security main\n"); got != "" {
+		t.Errorf("third-party security suite: %q", got)
 	}
-	m := guestMirrors{Main: "http://m/debian", Security: "http://m/debian-security"}
-	if m.forSuite("bookworm-security") != m.Security || m.forSuite("bookworm") != m.Main || m.forSuite("bookworm-updates") != m.Main {
-		t.Errorf("forSuite")
+	hostApt(t, map[string]string{"sources.list": "deb http://mirror.example/debian bookworm main\n"})
+	if got, err := HostSecurityMirror(); err == nil || !strings.Contains(err.Error(), SecurityMirrorEnv) ||
+		!strings.Contains(err.Error(), "--debian-security-mirror") {
+		t.Errorf("host without a security archive: %q, %v; want an error naming $%s and the flag", got, err, SecurityMirrorEnv)
 	}
-	a := guestApt("/c", m.Security, []string{"bookworm-security"}, nil)
+	t.Setenv(SecurityMirrorEnv, "http://override.example/ds/")
+	if got, err := HostSecurityMirror(); err != nil || got != "http://override.example/ds" {
+		t.Errorf("override: %q, %v", got, err)
+	}
+	m := guestMirrors{Main: "http://m.example/debian", Security: "http://m.example/debian-security/"}
+	for suite, want := range map[string]string{"bookworm-security": "http://m.example/debian-security", "bookworm": m.Main, "bookworm-updates": m.Main} {
+		if got, err := m.forSuite(suite); err != nil || got != want {
+			t.Errorf("forSuite(%s) = %q, %v; want %q", suite, got, err, want)
+		}
+	}
+	a := guestApt("/c", "http://m.example/debian-security", []string{"bookworm-security"}, nil)
 	b := guestApt("/c", m.Main, []string{"bookworm"}, nil)
-	if a.Dir == b.Dir || a.Mirror != m.Security || !strings.Contains(a.SourcesList(), "http://m/debian-security bookworm-security main") {
+	if a.Dir == b.Dir || a.Mirror != "http://m.example/debian-security" || !strings.Contains(a.SourcesList(), "http://m.example/debian-security bookworm-security main") {
 		t.Errorf("apt roots %s %s:\n%s", a.Dir, b.Dir, a.SourcesList())
+	}
+	// Empty fields are resolved from the host only when a suite needs them.
+	t.Setenv(SecurityMirrorEnv, "")
+	if _, err := (guestMirrors{Main: m.Main}).forSuite("bookworm"); err != nil {
+		t.Errorf("main suite with no security archive: %v", err)
+	}
+	if _, err := (guestMirrors{Main: m.Main}).forSuite("bookworm-security"); err == nil {
+		t.Errorf("security suite with no security archive anywhere: no error")
 	}
 }
 

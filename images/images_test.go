@@ -1,6 +1,7 @@
 package images
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,45 +120,122 @@ func TestVersion(t *testing.T) {
 
 func TestMirror(t *testing.T) {
 	deb822 := `Types: deb
-# http://snapshot.debian.org/archive/debian/20250520T000000Z
-URIs: http://deb.debian.org/debian
+# http://snapshot.mirror.example/archive/debian/20250520T000000Z
+URIs: http://mirror.example/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
-URIs: http://deb.debian.org/debian-security
+URIs: http://mirror.example/debian-security
 Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 `
-	if got := mirrorFromDeb822(deb822); got != "http://deb.debian.org/debian" {
+	if got := mirrorFromDeb822(deb822); got != "http://mirror.example/debian" {
 		t.Errorf("deb822: %q", got)
 	}
-	secFirst := "Types: deb\nURIs: http://security.debian.org/debian-security\nSuites: bookworm-security\n\nTypes: deb-src deb\nURIs: https://mirror.example/debian/\nSuites: bookworm\n"
+	secFirst := "Types: deb\nURIs: http://security.mirror.example/debian-security\nSuites: bookworm-security\n\nTypes: deb-src deb\nURIs: https://mirror.example/debian/\nSuites: bookworm\n"
 	if got := mirrorFromDeb822(secFirst); got != "https://mirror.example/debian" {
 		t.Errorf("deb822 security first: %q", got)
 	}
 	if got := mirrorFromDeb822("Types: deb-src\nURIs: http://x/debian\nSuites: bookworm\n"); got != "" {
 		t.Errorf("deb-src only: %q", got)
 	}
+	if got := mirrorFromDeb822("Types: deb\nEnabled: no\nURIs: http://x/debian\nSuites: bookworm\n"); got != "" {
+		t.Errorf("disabled stanza: %q", got)
+	}
 	list := `# comment
-deb-src http://src.example/debian bookworm main
-deb http://security.debian.org/debian-security bookworm-security main
-deb [arch=amd64 signed-by=/k.gpg] http://ftp.example.org/debian/ bookworm main contrib
+deb-src http://src.mirror.example/debian bookworm main
+deb http://security.mirror.example/debian-security bookworm-security main
+deb https://tools.example/apt cloud-tools-bookworm main
+deb [arch=amd64 signed-by=/k.gpg] http://ftp.mirror.example/debian/ bookworm main contrib
 `
-	if got := mirrorFromSourcesList(list); got != "http://ftp.example.org/debian" {
+	if got := mirrorFromSourcesList(list); got != "http://ftp.mirror.example/debian" {
 		t.Errorf("sources.list: %q", got)
 	}
-	t.Setenv("VGPU_DEBIAN_MIRROR", "http://override.example/debian/")
-	if got := HostMirror(); got != "http://override.example/debian" {
-		t.Errorf("override: %q", got)
+	for suite, want := range map[string]bool{"bookworm": true, "trixie-backports": true, "stable-updates": true,
+		"bookworm-security": false, "nodistro": false, "cloud-tools-bookworm": false, "jammy": false} {
+		if got := isMainEntry(aptEntry{"http://mirror.example/debian", suite}); got != want {
+			t.Errorf("isMainEntry(%s) = %v", suite, got)
+		}
+	}
+}
+
+// hostApt points the host's apt configuration at a folder holding files (paths relative to
+// /etc/apt) and clears the environment overrides, for the rest of the test.
+func hostApt(t *testing.T, files map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := aptEtc
+	aptEtc = dir
+	t.Cleanup(func() { aptEtc = old })
+	t.Setenv(MirrorEnv, "")
+	t.Setenv(SecurityMirrorEnv, "")
+}
+
+func TestHostMirror(t *testing.T) {
+	// Third-party repositories and disabled files first: the Debian archive is still found,
+	// in sources.list.d as apt reads it.
+	hostApt(t, map[string]string{
+		"sources.list":                      "# empty\n",
+		"sources.list.d/a-tools.list":       "deb https://tools.example/apt cloud-tools-bookworm main\n",
+		"sources.list.d/b-node.sources":     "Types: deb\nURIs: https://node.example/node_20.x\nSuites: nodistro\nComponents: main\n",
+		"sources.list.d/c.sources.disabled": "Types: deb\nURIs: http://disabled.example/debian\nSuites: bookworm\n",
+		"sources.list.d/debian.sources":     "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n",
+		"sources.list.d/zz-later.list":      "deb http://later.mirror.example/debian bookworm main\n",
+	})
+	if got, err := HostMirror(); err != nil || got != "http://mirror.example/debian" {
+		t.Errorf("HostMirror = %q, %v", got, err)
+	}
+	if got, err := HostSecurityMirror(); err != nil || got != "http://mirror.example/debian-security" {
+		t.Errorf("HostSecurityMirror = %q, %v", got, err)
+	}
+	if _, err := NewApt(t.TempDir(), "", Bookworm, nil); err != nil {
+		t.Errorf("NewApt from the host: %v", err)
+	}
+
+	// sources.list comes before sources.list.d.
+	hostApt(t, map[string]string{
+		"sources.list":                  "deb http://first.mirror.example/debian trixie main\n",
+		"sources.list.d/debian.sources": "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n",
+	})
+	if got, err := HostMirror(); err != nil || got != "http://first.mirror.example/debian" {
+		t.Errorf("HostMirror = %q, %v", got, err)
+	}
+
+	// No Debian archive anywhere: a clear error naming the variable and the flag, no default.
+	hostApt(t, map[string]string{"sources.list.d/node.sources": "Types: deb\nURIs: https://node.example/x\nSuites: nodistro\n"})
+	got, err := HostMirror()
+	if err == nil || !strings.Contains(err.Error(), MirrorEnv) || !strings.Contains(err.Error(), "--debian-mirror") {
+		t.Errorf("HostMirror without a Debian archive = %q, %v; want an error naming $%s and --debian-mirror", got, err, MirrorEnv)
+	}
+	if _, err := NewApt(t.TempDir(), "", Bookworm, nil); err == nil {
+		t.Errorf("NewApt without a mirror: no error")
+	}
+	if err := (&Apt{Dir: t.TempDir(), Sources: Bookworm}).prepare(); err == nil {
+		t.Errorf("Apt without a mirror prepared")
+	}
+	t.Setenv(MirrorEnv, "http://override.example/debian/")
+	if got, err := HostMirror(); err != nil || got != "http://override.example/debian" {
+		t.Errorf("override: %q, %v", got, err)
 	}
 }
 
 func TestSourcesListAndConf(t *testing.T) {
-	a := NewApt("/c", TrixieBackports, nil)
-	a.Mirror = "http://m.example/debian"
+	a, err := NewApt("/c", "http://m.example/debian/", TrixieBackports, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://m.example/debian trixie main\n" +
 		"deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://m.example/debian trixie-backports main\n"
 	if got := a.SourcesList(); got != want {
@@ -172,8 +250,15 @@ func TestSourcesListAndConf(t *testing.T) {
 			t.Errorf("apt.conf lacks %s:\n%s", s, conf)
 		}
 	}
-	if b := NewApt("/c", Bookworm, nil); b.Dir == a.Dir || filepath.Dir(b.Dir) != "/c" {
+	b, err := NewApt("/c", "http://m.example/debian", Bookworm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Dir == a.Dir || filepath.Dir(b.Dir) != "/c" {
 		t.Errorf("apt roots: %s vs %s", a.Dir, b.Dir)
+	}
+	if c, _ := NewApt("/c", "http://other.example/debian", TrixieBackports, nil); c.Dir == a.Dir {
+		t.Errorf("two mirrors share the apt root %s", a.Dir)
 	}
 	if got := DebFileName("libgmp10", "2:6.3.0+dfsg-3", "amd64"); got != "libgmp10_2%3a6.3.0+dfsg-3_amd64.deb" {
 		t.Errorf("DebFileName = %s", got)

@@ -628,31 +628,30 @@ func checkStaticELF(path string) error {
 }
 
 // guestMirrors are the archive URIs: Main serves bookworm, Security serves bookworm-security.
+// An empty one is taken from the host when a suite needs it (HostMirror, HostSecurityMirror), so
+// a guest that is already cached needs no mirror at all.
 type guestMirrors struct{ Main, Security string }
 
-func (m guestMirrors) forSuite(suite string) string {
+func (m guestMirrors) forSuite(suite string) (string, error) {
 	if strings.HasSuffix(suite, "-security") {
-		return m.Security
+		if m.Security == "" {
+			return HostSecurityMirror()
+		}
+		return strings.TrimRight(m.Security, "/"), nil
 	}
-	return m.Main
+	if m.Main == "" {
+		return HostMirror()
+	}
+	return strings.TrimRight(m.Main, "/"), nil
 }
 
-// guestApt returns the private apt root for one mirror and its suites. The folder name is
-// derived like NewApt's, from the suites and the mirror actually used.
+// guestApt returns the private apt root for one mirror and its suites (main components).
 func guestApt(cache, mirror string, suites []string, progress io.Writer) *Apt {
 	var sources []Source
 	for _, s := range suites {
 		sources = append(sources, Source{s, []string{"main"}})
 	}
-	a := NewApt(cache, sources, progress)
-	a.Mirror = mirror
-	items := make([]string, 0, len(sources)+1)
-	for _, s := range sources {
-		items = append(items, s.Suite+" "+strings.Join(s.Components, " "))
-	}
-	items = append(items, "mirror "+strings.TrimRight(mirror, "/"))
-	a.Dir = filepath.Join(cache, "apt-"+Key("apt-root", items))
-	return a
+	return newAptRoot(cache, mirror, sources, progress)
 }
 
 // guestAptUpdates records, per private root (by Dir), when this process last updated it; its
@@ -707,7 +706,10 @@ func downloadGuestPackages(ctx context.Context, cache string, pkgs []GuestPackag
 	var groups []*group
 	byMirror := map[string]*group{}
 	for _, p := range pkgs {
-		m := mirrors.forSuite(p.Suite)
+		m, err := mirrors.forSuite(p.Suite)
+		if err != nil {
+			return nil, err
+		}
 		g := byMirror[m]
 		if g == nil {
 			g = &group{}
@@ -720,8 +722,7 @@ func downloadGuestPackages(ctx context.Context, cache string, pkgs []GuestPackag
 		g.pkgs = append(g.pkgs, p)
 	}
 	errs := make(chan error, len(groups))
-	for _, g := range groups {
-		m := mirrors.forSuite(g.pkgs[0].Suite)
+	for m, g := range byMirror {
 		g.apt = guestApt(cache, m, g.suites, progress)
 		go func() { errs <- updateGuestApt(ctx, g.apt) }()
 	}
@@ -770,26 +771,6 @@ func hintGuestMissing(ctx context.Context, apt *Apt, pkgs []GuestPackage, err er
 	}
 	return fmt.Errorf("%w\nimages: pinned guest versions no longer in the archive, update GuestKernelABI and guestPackages: %s%s",
 		err, strings.Join(gone, "; "), hint)
-}
-
-// HostSecurityMirror returns the URI of the Debian security archive: $VGPU_DEBIAN_SECURITY_MIRROR,
-// else the host's deb822 stanza or sources.list line for a *-security suite, else
-// http://deb.debian.org/debian-security.
-func HostSecurityMirror() string {
-	if m := os.Getenv("VGPU_DEBIAN_SECURITY_MIRROR"); m != "" {
-		return strings.TrimRight(m, "/")
-	}
-	if b, err := os.ReadFile("/etc/apt/sources.list.d/debian.sources"); err == nil {
-		if m := securityFromDeb822(string(b)); m != "" {
-			return m
-		}
-	}
-	if b, err := os.ReadFile("/etc/apt/sources.list"); err == nil {
-		if m := securityFromSourcesList(string(b)); m != "" {
-			return m
-		}
-	}
-	return "http://deb.debian.org/debian-security"
 }
 
 func securityFromDeb822(text string) string { return firstURI(parseDeb822(text), isSecurityEntry) }

@@ -43,7 +43,7 @@ func madisonLines(pkgs ...string) string {
 	var b strings.Builder
 	for _, p := range pkgs {
 		n, v, _ := strings.Cut(p, "=")
-		fmt.Fprintf(&b, "%s | %s | http://deb.debian.org/debian-security bookworm-security/main amd64 Packages\n", n, v)
+		fmt.Fprintf(&b, "%s | %s | http://mirror.example/debian-security bookworm-security/main amd64 Packages\n", n, v)
 	}
 	return b.String()
 }
@@ -61,7 +61,7 @@ func kernelLines(abi, version string) []string {
 // metaStanza is apt-cache show linux-image-cloud-amd64 as the archive prints it.
 func metaStanza(version, depends string) string {
 	return "Package: linux-image-cloud-amd64\nSource: linux-signed-amd64 (" + strings.Replace(version, "-", "+", 1) + ")\n" +
-		"Version: " + version + "\nInstalled-Size: 13\nMaintainer: Debian Kernel Team <debian-kernel@lists.debian.org>\n" +
+		"Version: " + version + "\nInstalled-Size: 13\nMaintainer: Debian Kernel Team <kernel-team@lists.example>\n" +
 		"Architecture: amd64\nDepends: " + depends + "\nDescription: Linux for x86-64 cloud (meta-package)\n" +
 		"Description-md5: 2b3fd7ba0f8b5e3b7d1e0b0d0a6c1d3e\nSection: kernel\nPriority: optional\n" +
 		"Filename: pool/updates/main/l/linux-signed-amd64/linux-image-cloud-amd64_" + version + "_amd64.deb\nSize: 1480\n"
@@ -78,9 +78,9 @@ func testKernelPin(abi, version string) []GuestPackage {
 }
 
 func TestParseMadison(t *testing.T) {
-	out := "linux-image-cloud-amd64 |  6.1.192-3 | http://deb.debian.org/debian-security bookworm-security/main amd64 Packages\n" +
-		"linux-image-cloud-amd64-dbg |  6.1.192-3 | http://deb.debian.org/debian-security bookworm-security/main amd64 Packages\n" +
-		"linux-image-cloud-amd64 |  6.1.176-1 | http://deb.debian.org/debian bookworm/main amd64 Packages\n" +
+	out := "linux-image-cloud-amd64 |  6.1.192-3 | http://mirror.example/debian-security bookworm-security/main amd64 Packages\n" +
+		"linux-image-cloud-amd64-dbg |  6.1.192-3 | http://mirror.example/debian-security bookworm-security/main amd64 Packages\n" +
+		"linux-image-cloud-amd64 |  6.1.176-1 | http://mirror.example/debian bookworm/main amd64 Packages\n" +
 		"N: Unable to locate package nothing\n"
 	if got := parseMadison(out, "linux-image-cloud-amd64"); !slices.Equal(got, []string{"6.1.192-3", "6.1.176-1"}) {
 		t.Errorf("parseMadison = %q", got)
@@ -235,10 +235,10 @@ func TestResolveLatestPin(t *testing.T) {
 		name, madison string
 		want          string // version; "" → error
 	}{
-		{"served", "busybox-static | 1:1.35.0-4+deb12u1+b1 | http://deb.debian.org/debian bookworm/main amd64 Packages\n", "1:1.35.0-4+deb12u1+b1"},
-		{"point release", "busybox-static | 1:1.35.0-4+deb12u2 | http://deb.debian.org/debian bookworm/main amd64 Packages\n" +
-			"busybox-static | 1:1.35.0-4+deb12u1 | http://deb.debian.org/debian bookworm/main amd64 Packages\n", "1:1.35.0-4+deb12u2"},
-		{"gone", "busybox | 1:1.35.0-4+deb12u2 | http://deb.debian.org/debian bookworm/main amd64 Packages\n", ""},
+		{"served", "busybox-static | 1:1.35.0-4+deb12u1+b1 | http://mirror.example/debian bookworm/main amd64 Packages\n", "1:1.35.0-4+deb12u1+b1"},
+		{"point release", "busybox-static | 1:1.35.0-4+deb12u2 | http://mirror.example/debian bookworm/main amd64 Packages\n" +
+			"busybox-static | 1:1.35.0-4+deb12u1 | http://mirror.example/debian bookworm/main amd64 Packages\n", "1:1.35.0-4+deb12u2"},
+		{"gone", "busybox | 1:1.35.0-4+deb12u2 | http://mirror.example/debian bookworm/main amd64 Packages\n", ""},
 	} {
 		got, err := resolveLatestPin(t.Context(), &fakeArchive{madison: tt.madison}, pin)
 		switch {
@@ -368,7 +368,7 @@ func TestResolvePins(t *testing.T) {
 	t.Run("busybox", func(t *testing.T) {
 		cache := t.TempDir()
 		bb := []GuestPackage{{Package{"busybox-static", "1:1.35.0-4+deb12u1+b1"}, "bookworm"}}
-		a := &fakeArchive{madison: "busybox-static | 1:1.35.0-4+deb12u2 | http://deb.debian.org/debian bookworm/main amd64 Packages\n"}
+		a := &fakeArchive{madison: "busybox-static | 1:1.35.0-4+deb12u2 | http://mirror.example/debian bookworm/main amd64 Packages\n"}
 		var out bytes.Buffer
 		r, err := resolvePins(ctx, cache, busyboxPins, bb, false, open(a), &out)
 		if err != nil || r.Packages[0].Version != "1:1.35.0-4+deb12u2" {

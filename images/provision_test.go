@@ -143,11 +143,15 @@ func TestAptVerifiesSignatures(t *testing.T) {
 	if _, err := os.Stat(wrong); err != nil {
 		t.Skip(err)
 	}
-	a := &Apt{Dir: t.TempDir(), Sources: []Source{{"trixie-backports", []string{"main"}}}, Keyring: wrong,
+	mirror, err := HostMirror()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Apt{Dir: t.TempDir(), Mirror: mirror, Sources: []Source{{"trixie-backports", []string{"main"}}}, Keyring: wrong,
 		Progress: &lineLogger{t: t}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := a.Update(ctx)
+	err = a.Update(ctx)
 	if err == nil {
 		t.Fatal("update with the wrong keyring succeeded")
 	}

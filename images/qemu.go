@@ -174,7 +174,8 @@ type QEMUOptions struct {
 	Progress io.Writer // provisioning progress; nil → discarded
 	// NoSystem ignores qemu-system-x86_64 in PATH and always uses the pinned Debian build.
 	NoSystem bool
-	// Mirror overrides the Debian mirror ("" → HostMirror()). It is not part of the cache key.
+	// Mirror is the Debian archive ("" → HostMirror(): $VGPU_DEBIAN_MIRROR or the host's apt
+	// sources), consulted only when QEMU must be downloaded. It is not part of the cache key.
 	Mirror string
 }
 
@@ -370,9 +371,9 @@ func provisionQEMU(ctx context.Context, cache string, pkgs []Package, mirror str
 		}
 	}()
 
-	apt := NewApt(cache, TrixieBackports, progress)
-	if mirror != "" {
-		apt.Mirror = mirror
+	apt, err := NewApt(cache, mirror, TrixieBackports, progress)
+	if err != nil {
+		return nil, err
 	}
 	if err := apt.Update(ctx); err != nil {
 		return nil, err

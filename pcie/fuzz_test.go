@@ -3,6 +3,7 @@ package pcie
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 )
 
@@ -67,106 +68,183 @@ func FuzzConfigWrite(f *testing.F) {
 	}
 	f.Add(cat(3, rec(0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)))
 
+	worlds := newConfigWorlds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
 		}
-		specs := fuzzSpecs()
-		spec := specs[int(data[0])%len(specs)]
-		var c *Config
-		var mem, bme bool // what the Command hook has told us
-		hooks := Hooks{
-			Command: func(m, b bool) {
-				if m == mem && b == bme {
-					t.Errorf("Command hook called without a change (%v, %v)", m, b)
-				}
-				if m != c.MemoryEnabled() || b != c.BusMasterEnabled() {
-					t.Errorf("Command hook args (%v, %v) disagree with state (%v, %v)",
-						m, b, c.MemoryEnabled(), c.BusMasterEnabled())
-				}
-				mem, bme = m, b
-			},
-			FLR: func() {
-				if c.regs != c.init {
-					t.Errorf("FLR hook called before config space was reset")
-				}
-			},
-		}
-		c, err := New(spec, hooks)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		power := make([]byte, ConfigSize)
-		if err := c.Read(0, power); err != nil {
-			t.Fatal(err)
-		}
-		now := make([]byte, ConfigSize)
+		w := worlds[int(data[0])%len(worlds)]
+		w.begin(t)
+		var buf [16]byte
 		fuzzWrites(data[1:], func(off uint64, p []byte) {
-			err := c.Write(off, p)
+			flrs := w.flrs
+			err := w.c.Write(off, p)
 			if inRange := len(p) > 0 && off+uint64(len(p)) <= ConfigSize; inRange != (err == nil) {
 				t.Fatalf("Write(%#x, %d bytes): err %v", off, len(p), err)
 			}
-			if err := c.Read(0, now); err != nil {
+			if w.c.MemoryEnabled() != w.mem || w.c.BusMasterEnabled() != w.bme {
+				t.Fatalf("COMMAND changed to mem=%v bme=%v without a hook call", w.c.MemoryEnabled(), w.c.BusMasterEnabled())
+			}
+			if w.flrs != flrs {
+				// FLR: everything is back at power-on (the hook saw it before the device reset).
+				if w.c.regs != w.c.init {
+					t.Fatalf("config space differs from power-on after FLR")
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+			// What the write touched, read back through Read: no bit outside a writable or
+			// W1C mask moved. PMCSR is the one side effect outside the written bytes.
+			got := buf[:len(p)]
+			if err := w.c.Read(off, got); err != nil {
 				t.Fatal(err)
 			}
-			checkInvariants(t, spec, power, now)
-			if c.MemoryEnabled() != mem || c.BusMasterEnabled() != bme {
-				t.Fatalf("COMMAND changed to mem=%v bme=%v without a hook call", c.MemoryEnabled(), c.BusMasterEnabled())
+			for i, v := range got {
+				w.checkByte(t, int(off)+i, v)
 			}
-			// The package's own masks: no bit outside a writable or W1C mask ever moves.
-			for i := range c.regs {
-				if d := (c.regs[i] ^ c.init[i]) &^ (c.wmask[i] | c.w1c[i]); d != 0 {
-					t.Fatalf("byte %#x: read-only bits %#02x changed (now %#02x, power-on %#02x)", i, d, c.regs[i], c.init[i])
-				}
+			for i := capPM + pmPMCSR; i < capPM+pmPMCSR+2; i++ {
+				w.checkByte(t, i, w.c.regs[i])
+			}
+			if err := checkInvariants(w.spec, w.power[:], w.c.regs[:]); err != nil {
+				t.Fatalf("after Write(%#x, % x): %v", off, p, err)
 			}
 		})
+		// Once per input, the whole space: Read agrees with the registers, and no read-only
+		// bit anywhere moved (a write that strayed outside its bytes shows up here).
+		now := make([]byte, ConfigSize)
+		if err := w.c.Read(0, now); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range now {
+			w.checkByte(t, i, v)
+		}
+		if err := checkInvariants(w.spec, w.power[:], now); err != nil {
+			t.Fatal(err)
+		}
 	})
+}
+
+// configWorld is one fuzz layout, built once per fuzzing process and reset between inputs
+// (building a Config is most of the cost of a short input). The hooks check against the
+// state of the input being run.
+type configWorld struct {
+	spec  Spec
+	c     *Config
+	power [ConfigSize]byte // what Read returns at power-on
+
+	t        *testing.T // the current input
+	mem, bme bool       // what the Command hook has told us
+	flrs     int        // FLR hook calls in this input
+}
+
+func newConfigWorlds(tb testing.TB) []*configWorld {
+	var ws []*configWorld
+	for _, spec := range fuzzSpecs() {
+		w := &configWorld{spec: spec}
+		c, err := New(spec, Hooks{Command: w.command, FLR: w.flr})
+		if err != nil {
+			tb.Fatalf("New: %v", err)
+		}
+		w.c = c
+		if err := c.Read(0, w.power[:]); err != nil {
+			tb.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// begin returns the world to power-on for a new input.
+func (w *configWorld) begin(t *testing.T) {
+	w.c.Reset()
+	w.t, w.mem, w.bme, w.flrs = t, false, false, 0
+}
+
+func (w *configWorld) command(m, b bool) {
+	c := w.c
+	if m == w.mem && b == w.bme {
+		w.t.Errorf("Command hook called without a change (%v, %v)", m, b)
+	}
+	if m != c.MemoryEnabled() || b != c.BusMasterEnabled() {
+		w.t.Errorf("Command hook args (%v, %v) disagree with state (%v, %v)",
+			m, b, c.MemoryEnabled(), c.BusMasterEnabled())
+	}
+	w.mem, w.bme = m, b
+}
+
+func (w *configWorld) flr() {
+	w.flrs++
+	if w.c.regs != w.c.init {
+		w.t.Errorf("FLR hook called before config space was reset")
+	}
+}
+
+// checkByte: byte i reads v; no bit outside the package's writable or W1C masks differs from
+// power-on.
+func (w *configWorld) checkByte(t *testing.T, i int, v byte) {
+	c := w.c
+	if d := (v ^ c.init[i]) &^ (c.wmask[i] | c.w1c[i]); d != 0 {
+		t.Fatalf("byte %#x: read-only bits %#02x changed (now %#02x, power-on %#02x)", i, d, v, c.init[i])
+	}
 }
 
 // checkInvariants checks, through the bytes a guest reads, the fields that must never change:
 // identity, header type, capability structure, MSI-X geometry, BAR type bits and size
-// alignment, the absent ROM, the self-clearing FLR bit.
-func checkInvariants(t *testing.T, s Spec, power, now []byte) {
-	t.Helper()
-	same := func(what string, off, n int) {
+// alignment, the absent ROM, the self-clearing FLR bit. It returns the first violation (an
+// error rather than t.Fatal: it runs after every write, where t.Helper's stack walk would cost
+// more than the checks).
+func checkInvariants(s Spec, power, now []byte) error {
+	same := func(what string, off, n int) error {
 		for i := off; i < off+n; i++ {
 			if now[i] != power[i] {
-				t.Fatalf("%s changed: byte %#x is %#02x, power-on %#02x", what, i, now[i], power[i])
+				return fmt.Errorf("%s changed: byte %#x is %#02x, power-on %#02x", what, i, now[i], power[i])
 			}
 		}
+		return nil
 	}
 	u16 := func(off int) uint16 { return binary.LittleEndian.Uint16(now[off:]) }
 	u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(now[off:]) }
 
-	same("vendor/device ID", offVendorID, 4)
-	same("revision/class code", offRevision, 4)
-	same("latency timer/header type/BIST", offLatencyTimer, 3)
-	same("subsystem IDs", offSubsysVendor, 4)
-	same("capability pointer and reserved", offCapPtr, 8)
-	same("interrupt pin/min_gnt/max_lat", offIntPin, 3)
-	same("PM header and PMC", capPM, 4)
-	same("MSI-X header", capMSIX, 2)
-	same("MSI-X table/PBA", capMSIX+msixTable, 8)
-	same("Express header to DevCap", capExp, 8)
-	same("LnkCap", capExp+expLnkCap, 4)
-	same("LnkSta", capExp+expLnkSta, 2)
-	same("DevCap2", capExp+expDevCap2, 4)
-	same("LnkCap2", capExp+expLnkCap2, 4)
-	same("extended capabilities", extCapRebar, rebarLen)
+	for _, f := range []struct {
+		what   string
+		off, n int
+	}{
+		{"vendor/device ID", offVendorID, 4},
+		{"revision/class code", offRevision, 4},
+		{"latency timer/header type/BIST", offLatencyTimer, 3},
+		{"subsystem IDs", offSubsysVendor, 4},
+		{"capability pointer and reserved", offCapPtr, 8},
+		{"interrupt pin/min_gnt/max_lat", offIntPin, 3},
+		{"PM header and PMC", capPM, 4},
+		{"MSI-X header", capMSIX, 2},
+		{"MSI-X table/PBA", capMSIX + msixTable, 8},
+		{"Express header to DevCap", capExp, 8},
+		{"LnkCap", capExp + expLnkCap, 4},
+		{"LnkSta", capExp + expLnkSta, 2},
+		{"DevCap2", capExp + expDevCap2, 4},
+		{"LnkCap2", capExp + expLnkCap2, 4},
+		{"extended capabilities", extCapRebar, rebarLen},
+	} {
+		if err := same(f.what, f.off, f.n); err != nil {
+			return err
+		}
+	}
 	if u16(offStatus)&stsCapList == 0 {
-		t.Fatalf("STATUS lost Capabilities List")
+		return fmt.Errorf("STATUS lost Capabilities List")
 	}
 	if u16(capMSIX+msixCtrl)&msixCtrlSizeMask != uint16(s.MSIX.Vectors-1) {
-		t.Fatalf("MSI-X table size changed: %#x", u16(capMSIX+msixCtrl))
+		return fmt.Errorf("MSI-X table size changed: %#x", u16(capMSIX+msixCtrl))
 	}
 	if u32(offROM) != 0 {
-		t.Fatalf("ROM BAR reads %#x", u32(offROM))
+		return fmt.Errorf("ROM BAR reads %#x", u32(offROM))
 	}
 	if u16(capExp+expDevCtl)&devCtlFLR != 0 {
-		t.Fatalf("Initiate FLR reads 1")
+		return fmt.Errorf("Initiate FLR reads 1")
 	}
 	if ps := u16(capPM+pmPMCSR) & pmcsrStateMask; ps != pmcsrD0 && ps != pmcsrD3hot {
-		t.Fatalf("power state D%d is not supported", ps)
+		return fmt.Errorf("power state D%d is not supported", ps)
 	}
 	for i := 0; i < numBARs; i++ {
 		off := offBAR0 + 4*i
@@ -174,22 +252,23 @@ func checkInvariants(t *testing.T, s Spec, power, now []byte) {
 		switch {
 		case b.Size != 0:
 			if got, want := u32(off)&barFlagMask, binary.LittleEndian.Uint32(power[off:])&barFlagMask; got != want {
-				t.Fatalf("BAR%d type bits %#x, want %#x", i, got, want)
+				return fmt.Errorf("BAR%d type bits %#x, want %#x", i, got, want)
 			}
 			if low := uint32(b.Size-1) &^ barFlagMask; u32(off)&low != 0 {
-				t.Fatalf("BAR%d = %#x has bits below its size %#x", i, u32(off), b.Size)
+				return fmt.Errorf("BAR%d = %#x has bits below its size %#x", i, u32(off), b.Size)
 			}
 			if b.Mem64 && b.Size > 1<<32 {
 				if high := uint32((b.Size - 1) >> 32); u32(off+4)&high != 0 {
-					t.Fatalf("BAR%d upper half %#x has bits below its size %#x", i, u32(off+4), b.Size)
+					return fmt.Errorf("BAR%d upper half %#x has bits below its size %#x", i, u32(off+4), b.Size)
 				}
 			}
 		case i > 0 && s.BARs[i-1].Mem64:
 			// upper half: checked with its lower slot
 		default:
 			if u32(off) != 0 {
-				t.Fatalf("absent BAR%d reads %#x", i, u32(off))
+				return fmt.Errorf("absent BAR%d reads %#x", i, u32(off))
 			}
 		}
 	}
+	return nil
 }

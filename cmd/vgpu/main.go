@@ -17,6 +17,11 @@ commands:
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
 
 Run 'vgpu <command> -h' for the command's flags.
+
+environment (run, qemu):
+  VGPU_CACHE                    cache folder (default $XDG_CACHE_HOME/vgpu or ~/.cache/vgpu)
+  VGPU_DEBIAN_MIRROR            Debian archive to download from (default: the host's apt sources)
+  VGPU_DEBIAN_SECURITY_MIRROR   Debian security archive, for the guest kernel (same default)
 `
 
 func main() {

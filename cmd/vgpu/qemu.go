@@ -17,12 +17,13 @@ import (
 func provisionQEMU(args []string) error {
 	fl := flag.NewFlagSet("qemu", flag.ContinueOnError)
 	noSystem := fl.Bool("no-system", false, "ignore a qemu-system-x86_64 in PATH; use the pinned Debian build")
+	mirror := fl.String("debian-mirror", "", "Debian archive to download from (default: $"+images.MirrorEnv+", else the host's apt sources)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	inst, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr, NoSystem: *noSystem})
+	inst, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr, NoSystem: *noSystem, Mirror: *mirror})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,8 @@ func run(args []string) error {
 	moduleSrc := fl.String("module-src", "", "build the guest module from this directory instead of the sources built into vgpu")
 	keep := fl.Bool("keep", false, "after the suite, keep the VM with a shell on the serial console (this terminal)")
 	out := fl.String("out", "", "folder for logs (console, server, results); default: a temporary folder, kept on failure")
+	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
+	securityMirror := fl.String("debian-security-mirror", "", "Debian security archive for the guest kernel (default: $"+images.SecurityMirrorEnv+", else the host's apt sources)")
 	devFlags := addDeviceFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -66,11 +68,12 @@ func run(args []string) error {
 	}
 
 	fmt.Fprintln(os.Stderr, "== preparing QEMU and the guest image (cached after the first run)")
-	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr})
+	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr, Mirror: *mirror})
 	if err != nil {
 		return err
 	}
-	img, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers})
+	img, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers,
+		Mirror: *mirror, SecurityMirror: *securityMirror})
 	if err != nil {
 		return err
 	}
