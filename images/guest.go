@@ -28,6 +28,9 @@ type GuestOptions struct {
 	ModuleSrc string
 	// Module is a prebuilt vgpu_test.ko to use instead of building ModuleSrc.
 	Module string
+	// NoTestModule leaves vgpu_test.ko out: the image is the kernel, busybox and /init only,
+	// for a user run that brings its own modules (RunPlan). KDir is still set, to build them.
+	NoTestModule bool
 
 	// Kernel and HeadersDir bring your own kernel: a vmlinux (an ELF with the PVH note) or a
 	// bzImage, and its configured tree or headers folder (KDIR) to build the module against.
@@ -88,6 +91,10 @@ type GuestImage struct {
 	// longer serves and that was replaced by what it serves now; empty when every pin held. See
 	// GuestOptions.StrictPin.
 	Fallbacks []string
+
+	// kmods returns the folder with all the kernel's modules (KernelModules); nil when there
+	// is none (your own kernel without ModulesDir).
+	kmods func(context.Context, io.Writer) (string, error)
 }
 
 // GuestCmdlineBase is GuestImage.CmdlineBase: the serial console for the report, a reboot
@@ -194,6 +201,10 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			used = append(used, res.Record)
 		}
 		g.Kernel, g.PVH, g.KernelRelease, kdir, g.Packages = kt.Vmlinux, true, kt.Release, kt.KDir, kt.Packages
+		kernelSet := res.Packages
+		g.kmods = func(ctx context.Context, progress io.Writer) (string, error) {
+			return provisionKernelModules(ctx, cache, kernelSet, mirrors, progress)
+		}
 		for _, m := range VirtioModules {
 			g.VirtioModules = append(g.VirtioModules, kt.Modules[m])
 		}
@@ -203,6 +214,9 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			return nil, err
 		}
 		kdir = opts.HeadersDir
+		if dir := opts.ModulesDir; dir != "" {
+			g.kmods = func(context.Context, io.Writer) (string, error) { return dir, nil }
+		}
 	}
 	for _, p := range g.VirtioModules {
 		b, err := os.ReadFile(p)
@@ -215,6 +229,8 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 
 	// The test module.
 	switch {
+	case opts.NoTestModule:
+		g.KDir = kdir
 	case opts.Module != "":
 		g.ModulePath, err = filepath.Abs(opts.Module)
 	case kdir == "":
@@ -237,18 +253,20 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 		waitBusybox()
 		return nil, err
 	}
-	info, err := ModuleInfo(g.ModulePath)
-	if err != nil {
-		waitBusybox()
-		return nil, err
-	}
-	vermagic := first(info["vermagic"])
-	if g.KernelRelease == "" {
-		g.KernelRelease, _, _ = strings.Cut(vermagic, " ")
-	}
-	if !strings.HasPrefix(vermagic, g.KernelRelease+" ") {
-		waitBusybox()
-		return nil, fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.ModulePath, vermagic, g.KernelRelease)
+	if g.ModulePath != "" {
+		info, err := ModuleInfo(g.ModulePath)
+		if err != nil {
+			waitBusybox()
+			return nil, err
+		}
+		vermagic := first(info["vermagic"])
+		if g.KernelRelease == "" {
+			g.KernelRelease, _, _ = strings.Cut(vermagic, " ")
+		}
+		if !strings.HasPrefix(vermagic, g.KernelRelease+" ") {
+			waitBusybox()
+			return nil, fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.ModulePath, vermagic, g.KernelRelease)
+		}
 	}
 
 	busybox, err := waitBusybox()
@@ -260,15 +278,17 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	if spec.Busybox, err = os.ReadFile(busybox); err != nil {
 		return nil, err
 	}
-	if spec.Test, err = os.ReadFile(g.ModulePath); err != nil {
-		return nil, err
+	if g.ModulePath != "" {
+		if spec.Test, err = os.ReadFile(g.ModulePath); err != nil {
+			return nil, err
+		}
 	}
 	if g.Initrd, err = buildInitrd(cache, spec); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "guest: initrd %s in %.2fs; guest ready in %.1fs (kernel %s)\n",
 		filepath.Base(g.Initrd), time.Since(t).Seconds(), time.Since(start).Seconds(), g.KernelRelease)
-	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox)
+	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox) // "" is no cache entry
 	pruneGuestCache(ctx, cache, used, guestCacheMaxAge, progress)
 	return g, nil
 }

@@ -281,3 +281,18 @@ func TestCacheDir(t *testing.T) {
 		t.Errorf("HOME: %s", d)
 	}
 }
+
+func TestUpstreamVersion(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"1:11.1.3+ds-2~bpo13+1", "1:11.1.3+ds"},
+		{"2.41-12+deb13u5", "2.41"},
+		{"1:2.75-10+deb13u1+b3", "1:2.75"},
+		{"81-1", "81"},
+		{"1.0", "1.0"},               // native: no revision
+		{"1:2.3-rc1-4", "1:2.3-rc1"}, // only the last hyphen starts the revision
+	} {
+		if got := upstreamVersion(tc.in); got != tc.want {
+			t.Errorf("upstreamVersion(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

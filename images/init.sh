@@ -16,9 +16,30 @@
 #   # vgpu-init: uptime init=A end=B       (guest seconds when /init started and finished)
 #   # vgpu-init: end
 #
-# plus "# vgpu-init: note: ..." lines when something is missing or fails. Then it powers off, unless vgpu_keep=1.
-# Every wait is bounded: a missing module, a missing device or a stuck insmod still ends with
-# "# vgpu-init: end" and a power-off.
+# plus "# vgpu-init: note: ..." lines when something is missing or fails. Then it powers off,
+# unless vgpu_keep=1.
+#
+# The whole kernel log goes, live, to a second virtio-serial port named "kmsg" when there is one
+# (cat /dev/kmsg: every record from boot, whatever the console log level).
+#
+# A user run (the initramfs has /etc/vgpu-run/plan; `vgpu run --module/--run/--add`) replaces
+# steps 3 and 4: no vgpu_test.ko, no waiting for its done line. /init loads the modules listed
+# in /etc/vgpu-run/modules ("NAME PATH ARGS..." lines, in order; NAME.PARAM=VALUE words of the
+# kernel command line come first, as modprobe does it), runs each /etc/vgpu-run/run/NNN
+# with sh (output to the console and, framed, into the report), unloads what it loaded in
+# reverse order and reports:
+#
+#   # vgpu-init: begin module NAME / begin run N / begin unload NAME   (console only)
+#   # vgpu-init: module NAME rc=N cs=T     (T: centiseconds the insmod took)
+#   # vgpu-init: out N: LINE               (each output line of run N, also of insmod: N=m-NAME)
+#   # vgpu-init: run N rc=R cs=T           (R "skipped" when a module failed to load)
+#   # vgpu-init: unload NAME rc=N
+#   # vgpu-init: irqs NAME=N               (/proc/interrupts lines naming NAME after its rmmod)
+#
+# then the same kernel-warnings/tainted/uptime/end lines. A user run's steps are not bounded
+# here: the host's --timeout ends a stuck one, and names it from the "begin" lines.
+# The suite's waits are bounded: a missing module, a missing device or a stuck insmod still ends
+# with "# vgpu-init: end" and a power-off.
 #
 # Kernel command line parameters that the kernel does not know are handed to /init as
 # environment variables:
@@ -103,6 +124,8 @@ fi
 # 2. The results port. Wait for it only when a virtio console device exists (its ports appear
 # shortly after the driver binds).
 port=
+kport=
+kpid=
 has_console=
 for d in /sys/bus/virtio/devices/*; do
 	[ "$(cat "$d/device" 2>/dev/null)" = 0x0003 ] && has_console=1
@@ -112,13 +135,21 @@ if [ -n "$has_console" ]; then
 	while [ $i -lt 100 ]; do
 		for n in /sys/class/virtio-ports/vport*/name; do
 			[ -r "$n" ] || continue
-			if [ "$(cat "$n")" = results ]; then
-				d=${n%/name}
-				port=/dev/${d##*/}
-			fi
+			d=${n%/name}
+			case "$(cat "$n")" in
+			results) port=/dev/${d##*/} ;;
+			kmsg) kport=/dev/${d##*/} ;;
+			esac
 		done
-		[ -n "$port" ] && [ -c "$port" ] && break
-		port=
+		# The kmsg port appears with the results port; a host without one is waited for briefly.
+		if [ -n "$port" ] && [ -c "$port" ]; then
+			[ -n "$kport" ] && [ -c "$kport" ] && break
+			ready=$((${ready:-0} + 1))
+			[ "$ready" -ge 10 ] && break
+		else
+			port=
+		fi
+		kport=
 		sleep 0.05
 		i=$((i + 1))
 	done
@@ -126,51 +157,136 @@ if [ -n "$has_console" ]; then
 else
 	note "no virtio console device: results on the console only"
 fi
+if [ -n "$kport" ] && [ -c "$kport" ]; then
+	# From the first record in the buffer (boot), live, until the end of the run.
+	cat /dev/kmsg >"$kport" 2>/dev/null </dev/null &
+	kpid=$!
+fi
 
-# 3. The test module.
-ko=/lib/modules/vgpu_test.ko
-rc=none
-if [ "$vgpu_no_test" = 1 ]; then
-	note "vgpu_no_test=1: not loading vgpu_test.ko"
-elif [ ! -f "$ko" ]; then
-	note "$ko missing"
+# centis: hundredths of a second since boot.
+centis() {
+	read -r up _ </proc/uptime
+	# "1xx - 100": the two decimals without a leading 0 that would make them octal.
+	echo $((${up%.*} * 100 + 1${up#*.} - 100))
+}
+
+# frame TAG FILE: each line of FILE as a "# vgpu-init: out TAG: LINE" report line.
+frame() {
+	[ -s "$2" ] || return 0
+	sed "s/^/${P}out $1: /" "$2" >>"$REPORT"
+}
+
+# cmdline_params NAME: the NAME.PARAM=VALUE words of the kernel command line, as PARAM=VALUE
+# (what modprobe adds to a module's parameters; busybox insmod does not).
+cmdline_params() {
+	read -r cl </proc/cmdline
+	for w in $cl; do
+		case "$w" in "$1".*=*) printf '%s ' "${w#"$1".}" ;; esac
+	done
+}
+
+# The user's plan: modules, commands, unload.
+user_run() {
+	R=/etc/vgpu-run
+	/bin/busybox --install -s /bin 2>/dev/null
+	export HOME=/root
+	loaded=
+	failed=
+	set -f # module arguments are words, not patterns
+	while read -r name path args; do
+		[ -n "$name" ] || continue
+		echo "${P}begin module $name"
+		t0=$(centis)
+		# shellcheck disable=SC2086 # the arguments are words
+		insmod "$path" $(cmdline_params "$name") $args >"/run/m-$name.out" 2>&1 </dev/null
+		mrc=$?
+		cat "/run/m-$name.out"
+		frame "m-$name" "/run/m-$name.out"
+		say "${P}module $name rc=$mrc cs=$(($(centis) - t0))"
+		if [ "$mrc" = 0 ]; then
+			loaded="$name $loaded"
+		else
+			failed=$name
+		fi
+	done <"$R/modules"
+	set +f
+	for f in "$R"/run/*; do
+		[ -f "$f" ] || continue
+		n=${f##*/}
+		n=$(echo "$n" | sed 's/^0*//')
+		if [ -n "$failed" ]; then
+			say "${P}run $n rc=skipped cs=0"
+			continue
+		fi
+		echo "${P}begin run $n"
+		t0=$(centis)
+		rm -f "/run/run-$n.rc"
+		(
+			cd / && sh "$f" </dev/null 2>&1
+			echo $? >"/run/run-$n.rc"
+		) | tee "/run/run-$n.out"
+		t1=$(centis)
+		frame "$n" "/run/run-$n.out"
+		say "${P}run $n rc=$(cat "/run/run-$n.rc" 2>/dev/null || echo lost) cs=$((t1 - t0))"
+	done
+	for name in $loaded; do
+		echo "${P}begin unload $name"
+		rmmod "$name" >"/run/u-$name.out" 2>&1 </dev/null
+		urc=$?
+		frame "u-$name" "/run/u-$name.out"
+		say "${P}unload $name rc=$urc"
+		say "${P}irqs $name=$(grep -c -w "$name" /proc/interrupts)"
+	done
+}
+
+if [ -f /etc/vgpu-run/plan ]; then
+	user_run
 else
-	# shellcheck disable=SC2086 # the arguments are words
-	rc=$(run_bounded "$WAIT" insmod insmod "$ko" $vgpu_test_args)
-	t0=$(now)
-	if [ "$rc" = 0 ]; then
-		# Probing is synchronous, so the done line is normally there already; a device that
-		# appears later (hot-plug) reports when it binds.
-		until dmesg | grep -q '# vgpu_test: done'; do
-			if [ $(($(now) - t0)) -ge "$WAIT" ]; then
-				note "no '# vgpu_test: done' line after ${WAIT}s"
-				break
-			fi
-			sleep 0.1
-		done
+	# 3. The test module.
+	ko=/lib/modules/vgpu_test.ko
+	rc=none
+	if [ "$vgpu_no_test" = 1 ]; then
+		note "vgpu_no_test=1: not loading vgpu_test.ko"
+	elif [ ! -f "$ko" ]; then
+		note "$ko missing"
+	else
+		# shellcheck disable=SC2086 # the arguments are words
+		rc=$(run_bounded "$WAIT" insmod insmod "$ko" $vgpu_test_args)
+		t0=$(now)
+		if [ "$rc" = 0 ]; then
+			# Probing is synchronous, so the done line is normally there already; a device that
+			# appears later (hot-plug) reports when it binds.
+			until dmesg | grep -q '# vgpu_test: done'; do
+				if [ $(($(now) - t0)) -ge "$WAIT" ]; then
+					note "no '# vgpu_test: done' line after ${WAIT}s"
+					break
+				fi
+				sleep 0.1
+			done
+		fi
 	fi
-fi
 
-ktap >/run/ktap
-if [ -s /run/ktap ]; then
-	cat /run/ktap
-	cat /run/ktap >>"$REPORT"
-elif [ "$rc" != none ]; then
-	note "no KTAP output; kernel log lines naming vgpu_test:"
-	dmesg | grep 'vgpu_test:' | while IFS= read -r line; do note "  $line"; done
-fi
-[ "$rc" = none ] || note_output insmod
-say "${P}insmod rc=$rc"
+	ktap >/run/ktap
+	if [ -s /run/ktap ]; then
+		cat /run/ktap
+		cat /run/ktap >>"$REPORT"
+	elif [ "$rc" != none ]; then
+		note "no KTAP output; kernel log lines naming vgpu_test:"
+		dmesg | grep 'vgpu_test:' | while IFS= read -r line; do note "  $line"; done
+	fi
+	[ "$rc" = none ] || note_output insmod
+	say "${P}insmod rc=$rc"
 
-# 4. Unload: remove() must free every IRQ and stop DMA.
-rrc=none
-if [ "$rc" = 0 ] || grep -q '^vgpu_test ' /proc/modules 2>/dev/null; then
-	rrc=$(run_bounded 30 rmmod rmmod vgpu_test)
-	note_output rmmod
+	# 4. Unload: remove() must free every IRQ and stop DMA.
+	rrc=none
+	if [ "$rc" = 0 ] || grep -q '^vgpu_test ' /proc/modules 2>/dev/null; then
+		rrc=$(run_bounded 30 rmmod rmmod vgpu_test)
+		note_output rmmod
+	fi
+	say "${P}rmmod rc=$rrc"
+	irqs=$(grep -c vgpu /proc/interrupts)
+	say "${P}irqs-after-rmmod=${irqs:-0}"
 fi
-say "${P}rmmod rc=$rrc"
-irqs=$(grep -c vgpu /proc/interrupts)
-say "${P}irqs-after-rmmod=${irqs:-0}"
 warn=$(dmesg | grep -c -E 'WARNING:|BUG:|Oops|general protection|Call Trace:')
 say "${P}kernel-warnings=${warn:-0}"
 say "${P}tainted=$(cat /proc/sys/kernel/tainted)"
@@ -182,6 +298,10 @@ say "$P"end
 if [ -n "$port" ]; then
 	timeout 10 sh -c 'cat "$1" >"$2"' sh "$REPORT" "$port" ||
 		echo "${P}note: writing the report to $port failed"
+fi
+if [ -n "$kpid" ]; then
+	sleep 0.2 # the last records reach the port
+	kill "$kpid" 2>/dev/null
 fi
 
 if [ "$vgpu_keep" = 1 ]; then

@@ -20,7 +20,7 @@ import (
 )
 
 // guestModuleLayout is mixed into the module cache key; bump it when the build changes.
-const guestModuleLayout = "guest-module-v1"
+const guestModuleLayout = "guest-module-v2"
 
 // isModuleSource tells which files of a module folder take part in the build (and in its
 // cache key): Kbuild, Makefile and C/assembler sources and headers. Build outputs, editor
@@ -109,8 +109,11 @@ func ModuleKey(kdir, srcDir string) (string, error) {
 
 // moduleMarker is written last into a module build folder.
 type moduleMarker struct {
-	Key      string    `json:"key"`
-	Module   string    `json:"module"` // file name of the .ko in the folder
+	Key    string `json:"key"`
+	Module string `json:"module"` // file name of the .ko in the folder
+	// Modules are all the .ko files the build made, in the Kbuild's order (modules.order);
+	// markers written before it existed lack it (loadModuleBuild then lists the folder).
+	Modules  []string  `json:"modules,omitempty"`
 	VerMagic string    `json:"vermagic"`
 	Created  time.Time `json:"created"`
 	Seconds  float64   `json:"build_seconds"`
@@ -124,6 +127,90 @@ type moduleMarker struct {
 // ctx (5 minutes when ctx has no deadline); a failed build returns make's output.
 func BuildModule(ctx context.Context, kdir, srcDir, cacheDir string) (string, error) {
 	return buildModule(ctx, kdir, srcDir, cacheDir, nil)
+}
+
+// BuildModules is BuildModule for a folder whose Kbuild makes several modules: it returns
+// every .ko the build made, in the Kbuild's order (the modules.order that make writes). The
+// build and its cache entry are the same as BuildModule's.
+func BuildModules(ctx context.Context, kdir, srcDir, cacheDir string, progress io.Writer) ([]string, error) {
+	ko, err := buildModule(ctx, kdir, srcDir, cacheDir, progress)
+	if err != nil {
+		return nil, err
+	}
+	// The build folder: the main module may lie in a subfolder of it.
+	dir := filepath.Dir(ko)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, markerName)); err == nil || filepath.Dir(dir) == dir {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	m, ok := readModuleMarker(dir)
+	if !ok {
+		return nil, fmt.Errorf("images: the module build in %s has no marker", dir)
+	}
+	names := m.Modules
+	if len(names) == 0 {
+		names = builtModules(dir)
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = filepath.Join(dir, filepath.FromSlash(n))
+	}
+	return paths, nil
+}
+
+// builtModules lists the .ko files of a build folder (relative, slash-separated): those
+// modules.order names first, in its order, then any others (a Kbuild may build into
+// subfolders) by name. modules.order names them by absolute path for an M= build, relative
+// for others, and by .o in older kernels.
+func builtModules(dir string) []string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(rel string) {
+		rel = filepath.ToSlash(rel)
+		if seen[rel] || !strings.HasSuffix(rel, ".ko") || strings.HasPrefix(rel, "../") {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
+			names = append(names, rel)
+			seen[rel] = true
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.order")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			if n, ok := strings.CutSuffix(l, ".o"); ok {
+				l = n + ".ko"
+			}
+			if filepath.IsAbs(l) {
+				if rel, err := filepath.Rel(dir, l); err == nil && !strings.HasPrefix(rel, "..") {
+					add(rel)
+				} else {
+					add(filepath.Base(l)) // built in a folder since renamed
+				}
+				continue
+			}
+			add(l)
+		}
+	}
+	var rest []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".ko") {
+			if rel, err := filepath.Rel(dir, p); err == nil {
+				rest = append(rest, filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	sort.Strings(rest)
+	for _, r := range rest {
+		add(r)
+	}
+	return names
 }
 
 func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
@@ -201,7 +288,9 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if _, err := exec.LookPath("make"); err != nil {
 		return "", errors.New("images: make not found: install make and gcc (apt-get install make gcc-12)")
 	}
-	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "modules")
+	// __FILE__ (in WARN_ON and BUG reports) relative to the module folder: "mydrv.c:65", not
+	// the path of a build folder that is renamed when the build is done.
+	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "KCFLAGS=-fmacro-prefix-map="+tmp+"/=", "modules")
 	cmd.Env = moduleBuildEnv()
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
@@ -214,25 +303,29 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 		return "", fmt.Errorf("images: building the module in %s against %s failed: %w%s\n%s",
 			srcDir, kdir, err, compilerHint(kdir), lastLines(out.String(), 80))
 	}
-	kos, _ := filepath.Glob(filepath.Join(tmp, "*.ko"))
-	if len(kos) == 0 {
+	all := builtModules(tmp)
+	if len(all) == 0 {
 		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
 	}
-	ko := kos[0]
-	for _, k := range kos {
-		if filepath.Base(k) == "vgpu_test.ko" {
-			ko = k
+	ko := filepath.Join(tmp, filepath.FromSlash(all[0]))
+	if containsString(all, "vgpu_test.ko") {
+		ko = filepath.Join(tmp, "vgpu_test.ko")
+	}
+	var vermagic string
+	for _, n := range all {
+		info, err := ModuleInfo(filepath.Join(tmp, filepath.FromSlash(n)))
+		if err != nil {
+			return "", err
+		}
+		vm := first(info["vermagic"])
+		if release != "" && !strings.HasPrefix(vm, release+" ") {
+			return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", n, vm, release)
+		}
+		if filepath.Join(tmp, filepath.FromSlash(n)) == ko {
+			vermagic = vm
 		}
 	}
-	info, err := ModuleInfo(ko)
-	if err != nil {
-		return "", err
-	}
-	vermagic := first(info["vermagic"])
-	if release != "" && !strings.HasPrefix(vermagic, release+" ") {
-		return "", fmt.Errorf("images: %s has vermagic %q, want kernel %s", filepath.Base(ko), vermagic, release)
-	}
-	m := moduleMarker{Key: key, Module: filepath.Base(ko), VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
+	m := moduleMarker{Key: key, Module: filepath.ToSlash(strings.TrimPrefix(ko, tmp+string(filepath.Separator))), Modules: all, VerMagic: vermagic, Created: time.Now().UTC(), Seconds: time.Since(start).Seconds()}
 	b, _ := json.MarshalIndent(m, "", "  ")
 	if err := writeFileAtomic(filepath.Join(tmp, markerName), append(b, '\n')); err != nil {
 		return "", err
@@ -245,13 +338,21 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	return filepath.Join(final, m.Module), nil
 }
 
-func loadModuleBuild(dir, key string) (string, bool) {
+func readModuleMarker(dir string) (*moduleMarker, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, markerName))
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	var m moduleMarker
-	if json.Unmarshal(b, &m) != nil || m.Key != key || m.Module == "" {
+	if json.Unmarshal(b, &m) != nil {
+		return nil, false
+	}
+	return &m, true
+}
+
+func loadModuleBuild(dir, key string) (string, bool) {
+	m, ok := readModuleMarker(dir)
+	if !ok || m.Key != key || m.Module == "" {
 		return "", false
 	}
 	p := filepath.Join(dir, m.Module)

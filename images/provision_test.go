@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,46 @@ func TestAptVerifiesSignatures(t *testing.T) {
 	t.Logf("rejected as expected: %v", err)
 	if _, err := a.Download(ctx, []string{"seabios"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "name=version") {
 		t.Errorf("Download without a version: %v", err)
+	}
+}
+
+// TestProvisionQEMURevisionFallback: a pin whose Debian revision the archive no longer serves
+// is replaced by the served revision of the same upstream release (with a warning); a pin of
+// an upstream release the archive does not serve at all still fails, naming what is served.
+func TestProvisionQEMURevisionFallback(t *testing.T) {
+	if os.Getenv("VGPU_SKIP_QEMU") == "1" {
+		t.Skip("VGPU_SKIP_QEMU=1")
+	}
+	if testing.Short() {
+		t.Skip("downloads ~27 MB; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	withVersion := func(name, version string) []Package {
+		pkgs := QEMUPackages()
+		for i := range pkgs {
+			if pkgs[i].Name == name {
+				pkgs[i].Version = version
+			}
+		}
+		return pkgs
+	}
+	served := upstreamVersion(QEMUPackages()[1].Version) // qemu-system-data's upstream release
+
+	var progress bytes.Buffer
+	q, err := provisionQEMU(ctx, t.TempDir(), withVersion("qemu-system-data", served+"-0~never1"), "", &progress)
+	if err != nil {
+		t.Fatalf("a revision the archive does not serve: %v", err)
+	}
+	if !strings.Contains(progress.String(), "WARNING") || !strings.Contains(progress.String(), "0~never1 →") {
+		t.Errorf("no warning naming the replacement:\n%s", progress.String())
+	}
+	if q.Version().Major != 11 {
+		t.Errorf("provisioned %q", q.Version().Text)
+	}
+
+	_, err = provisionQEMU(ctx, t.TempDir(), withVersion("qemu-system-data", "1:0.1+ds-1"), "", io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no longer in the archive") {
+		t.Errorf("an upstream release the archive does not serve: err %v", err)
 	}
 }

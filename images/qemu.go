@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,8 +37,8 @@ func (p Package) String() string { return p.Name + "=" + p.Version }
 // This table is the only place the versions live; its hash names the cache folder, so any
 // change here provisions a fresh tree.
 var qemuPackages = []Package{
-	{"qemu-system-x86", "1:11.1.3+ds-1~bpo13+1"},
-	{"qemu-system-data", "1:11.1.3+ds-1~bpo13+1"},
+	{"qemu-system-x86", "1:11.1.3+ds-2~bpo13+1"},
+	{"qemu-system-data", "1:11.1.3+ds-2~bpo13+1"},
 	{"seabios", "1.17.0-1~bpo13+1"},
 	{"libaio1t64", "0.3.113-8+b1"},
 	{"libatomic1", "14.2.0-19"},
@@ -385,7 +386,21 @@ func provisionQEMU(ctx context.Context, cache string, pkgs []Package, mirror str
 	debDir := filepath.Join(tmp, ".debs")
 	debs, err := apt.Download(ctx, names, debDir)
 	if err != nil {
-		return nil, hintMissing(ctx, apt, pkgs, err)
+		// The archive replaces a package when Debian rebuilds it (a new Debian revision of the
+		// same upstream version, e.g. a backport's -1~bpo13+1 becoming -2~bpo13+1, a glibc
+		// security update): take the served revision of the pinned upstream version, with a
+		// warning, rather than fail on a fresh machine. Anything else is an error.
+		use, warn := sameUpstream(ctx, apt, pkgs)
+		if use == nil {
+			return nil, hintMissing(ctx, apt, pkgs, err)
+		}
+		fmt.Fprintf(progress, "qemu: WARNING: %s\n", warn)
+		for i, p := range use {
+			names[i] = p.String()
+		}
+		if debs, err = apt.Download(ctx, names, debDir); err != nil {
+			return nil, hintMissing(ctx, apt, use, err)
+		}
 	}
 	t := time.Now()
 	if err := unpackDebs(ctx, debs, tmp, progress); err != nil {
@@ -422,6 +437,49 @@ func provisionQEMU(ctx context.Context, cache string, pkgs []Package, mirror str
 
 func (m marker) versionOf() Version {
 	v, _ := ParseVersion(m.Version)
+	return v
+}
+
+// sameUpstream returns pkgs with each version the archive no longer serves replaced by a
+// served version of the same upstream release (only the Debian revision differs), and a
+// warning naming the replacements; nil when some pinned upstream version is not served at all
+// (or the archive cannot be asked).
+func sameUpstream(ctx context.Context, apt *Apt, pkgs []Package) ([]Package, string) {
+	use := append([]Package(nil), pkgs...)
+	var changed []string
+	for i, p := range pkgs {
+		vs, err := apt.Versions(ctx, p.Name)
+		if err != nil {
+			return nil, ""
+		}
+		if slices.Contains(vs, p.Version) {
+			continue
+		}
+		found := false
+		for _, v := range vs { // madison lists the newest first
+			if upstreamVersion(v) == upstreamVersion(p.Version) {
+				use[i].Version, found = v, true
+				changed = append(changed, fmt.Sprintf("%s → %s", p, v))
+				break
+			}
+		}
+		if !found {
+			return nil, ""
+		}
+	}
+	if len(changed) == 0 {
+		return nil, ""
+	}
+	return use, "pinned versions are no longer served; using the same upstream release's current Debian revision: " +
+		strings.Join(changed, ", ") + " — update qemuPackages in images/qemu.go"
+}
+
+// upstreamVersion is a Debian version without its Debian revision ("1:11.1.3+ds-2~bpo13+1"
+// → "1:11.1.3+ds"); a native version is its own upstream version.
+func upstreamVersion(v string) string {
+	if i := strings.LastIndexByte(v, '-'); i >= 0 {
+		return v[:i]
+	}
 	return v
 }
 

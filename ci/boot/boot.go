@@ -1,7 +1,10 @@
-// Package boot runs the guest suite once: it serves a vgpu device in-process, boots the guest
-// image in QEMU with the device attached, collects what the guest's /init sends over the
-// virtio-serial results port, and parses the KTAP in it. `go test ./ci` and `vgpu run` both
-// use it, so CI and users run exactly the same path.
+// Package boot runs the guest once: it serves a vgpu device in-process, boots the guest image
+// in QEMU with the device attached, collects what the guest's /init sends over the
+// virtio-serial results port and the whole kernel log it forwards over the kmsg port, and
+// judges the run. For vgpu's own suite that is the KTAP of vgpu_test.ko; for a user run
+// (Config.Plan: the user's modules and commands) it is every step's exit status, any KTAP they
+// or the kernel printed, and the kernel log's splats (oops, BUG, WARNING, lockdep). `go test
+// ./ci` and `vgpu run` both use it, so CI and users run exactly the same path.
 package boot
 
 import (
@@ -47,6 +50,15 @@ type Config struct {
 	// is connected to this process's terminal; the run ends when the user powers it off.
 	Keep bool
 	Log  io.Writer // progress lines; nil → discarded
+
+	// Plan makes this a user run (vgpu run --module/--run/--add): /init loads the plan's
+	// modules and runs its commands instead of vgpu_test, and Result.User says what happened.
+	// The guest then boots without "quiet", so the console carries the kernel log.
+	Plan *images.RunPlan
+	// Append are extra kernel parameters, after the image's (so they win: loglevel=8).
+	Append []string
+	// Console receives the guest's serial console as it is written (and drops "quiet").
+	Console io.Writer
 }
 
 // Result is what one run produced.
@@ -58,10 +70,30 @@ type Result struct {
 	Diagnostics device.Diagnostics
 	Wall        time.Duration // VM start to VM exit
 	Artefacts   map[string]string
+
+	// User is what a user run (Config.Plan) did; nil for vgpu's own suite. Its failures are
+	// in Problems.
+	User *UserReport
+	// Splats are the oopses, BUGs, WARNINGs and lockdep reports in the kernel log (also in
+	// Problems for a user run; the suite counts them in /init's kernel-warnings line).
+	Splats []Splat
+	// KernelLog is the guest's whole dmesg, as /init forwarded it from /dev/kmsg (kept as
+	// the "kernel log" artefact).
+	KernelLog []string
+	// TimedOut is set when the guest did not power off within the timeout; Problems then
+	// names what it was doing.
+	TimedOut bool
+	// LastOutput are the console's last lines (what the guest printed last).
+	LastOutput []string
 }
 
 // Failed reports whether the run should count as a failure.
-func (r *Result) Failed() bool { return len(r.Problems) > 0 || r.Report.Failed() }
+func (r *Result) Failed() bool {
+	if r.User != nil {
+		return len(r.Problems) > 0
+	}
+	return len(r.Problems) > 0 || r.Report.Failed()
+}
 
 // Run boots the guest once and returns its results. An error means the run could not be made
 // (no QEMU, a socket could not be created); a guest that crashes or hangs is a Result with
@@ -123,6 +155,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer rl.Close()
 	results := &collector{}
 	go results.accept(rl)
+	kmsgPath := filepath.Join(cfg.Dir, "kmsg.sock")
+	os.Remove(kmsgPath)
+	kl, err := net.Listen("unix", kmsgPath)
+	if err != nil {
+		return nil, err
+	}
+	defer kl.Close()
+	kmsg := &collector{}
+	go kmsg.accept(kl)
+
+	guest := cfg.Guest
+	if cfg.Plan != nil {
+		g := *cfg.Guest
+		g.Initrd = filepath.Join(cfg.Dir, "initrd-plan.cpio")
+		if err := images.WritePlanInitrd(g.Initrd, cfg.Guest.Initrd, cfg.Plan); err != nil {
+			return nil, err
+		}
+		guest = &g
+	}
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -132,10 +183,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		MemoryMiB:      512,
 		IOMMU:          cfg.IOMMU,
 		VfioUserSocket: sock,
-		Kernel:         cfg.Guest.Kernel,
-		Initrd:         cfg.Guest.Initrd,
+		Kernel:         guest.Kernel,
+		Initrd:         guest.Initrd,
 		Append:         cmdline(cfg),
-		SerialPorts:    []vm.SerialPort{{Name: "results", Path: resultsPath}},
+		SerialPorts:    []vm.SerialPort{{Name: "results", Path: resultsPath}, {Name: "kmsg", Path: kmsgPath}},
 		Interactive:    cfg.Keep,
 		Log:            logw,
 	}, vmDir)
@@ -146,15 +197,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for name, path := range map[string]string{"console": v.Logs().Console, "QEMU stderr": v.Logs().Stderr} {
 		res.Artefacts[name] = path
 	}
+	var tailDone chan struct{}
+	stopTail := func() {}
+	if cfg.Console != nil && !cfg.Keep {
+		tailDone = make(chan struct{})
+		tailCtx, cancelTail := context.WithCancel(context.Background())
+		stopTail = func() { cancelTail(); <-tailDone }
+		go func() { defer close(tailDone); tailFile(tailCtx, v.Logs().Console, cfg.Console) }()
+	}
 	if err := v.Wait(runCtx); err != nil {
 		if runCtx.Err() != nil {
-			res.Problems = append(res.Problems, fmt.Sprintf("the guest did not power off within %v (hang?)", cfg.Timeout))
 			v.Kill()
+			console, _ := os.ReadFile(v.Logs().Console)
+			where := guestWhere(consoleLines(console), cfg.Plan)
+			if ctx.Err() != nil {
+				res.Problems = append(res.Problems, fmt.Sprintf("interrupted (%v); the guest was %s", context.Cause(ctx), where))
+			} else {
+				res.TimedOut = true
+				res.Problems = append(res.Problems, fmt.Sprintf("timeout: the guest did not power off within %v; it was %s", cfg.Timeout, where))
+			}
 		} else {
 			res.Problems = append(res.Problems, fmt.Sprintf("QEMU exited with an error: %v", err))
 		}
 	}
 	res.Wall = time.Since(start)
+	stopTail()
+
+	kmsgRaw := kmsg.wait(2 * time.Second)
+	res.KernelLog = KernelLog(kmsgRaw)
+	kernelLogFile := filepath.Join(cfg.Dir, "kernel.log")
+	os.WriteFile(kernelLogFile, []byte(strings.Join(res.KernelLog, "\n")+"\n"), 0o644)
+	res.Artefacts["kernel log"] = kernelLogFile
+	consoleText, _ := os.ReadFile(v.Logs().Console)
+	console := consoleLines(consoleText)
+	res.Splats = mergeSplats(FindSplats(res.KernelLog), findSplats(console, "console"))
+	res.LastOutput = lastLines(console, 20)
 
 	text := results.wait(5 * time.Second)
 	resultsFile := filepath.Join(cfg.Dir, "results.txt")
@@ -163,30 +240,54 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(bytes.TrimSpace(text)) == 0 {
 		// The results port never carried anything: fall back to the serial console, which
 		// /init also writes to, so a broken virtio path still yields a report.
-		res.Problems = append(res.Problems, "nothing arrived on the virtio-serial results port")
-		text, _ = os.ReadFile(v.Logs().Console)
+		if !res.TimedOut {
+			res.Problems = append(res.Problems, "nothing arrived on the virtio-serial results port")
+		}
+		text = consoleText
+	}
+	if cfg.Plan != nil {
+		judgeUser(res, cfg.Plan, text)
+		res.Diagnostics = dev.Diagnostics()
+		return res, nil
 	}
 	res.Report = ktap.Parse(bytes.NewReader(text))
 	var figureProblems []string
 	res.Figures, figureProblems = ParseFigures(res.Report)
 	res.Problems = append(res.Problems, figureProblems...)
 	res.Init = initLines(text)
-	res.Problems = append(res.Problems, checkInit(res.Init)...)
+	for _, p := range checkInit(res.Init) {
+		if res.TimedOut && strings.Contains(p, "never reported its end") {
+			continue // the timeout says it, with more
+		}
+		res.Problems = append(res.Problems, p)
+	}
 	res.Diagnostics = dev.Diagnostics()
 	return res, nil
 }
 
 func cmdline(cfg Config) string {
-	parts := []string{cfg.Guest.CmdlineBase}
+	base := cfg.Guest.CmdlineBase
+	if cfg.Plan != nil || cfg.Console != nil {
+		// The console then carries the kernel log (console loglevel 7: pr_info and up).
+		var keep []string
+		for _, w := range strings.Fields(base) {
+			if w != "quiet" {
+				keep = append(keep, w)
+			}
+		}
+		base = strings.Join(keep, " ")
+	}
+	parts := []string{base}
 	if cfg.IOMMU {
 		parts = append(parts, "intel_iommu=on")
 	}
 	if cfg.Keep {
 		parts = append(parts, "vgpu_keep=1")
 	}
-	if cfg.TestArgs != "" {
+	if cfg.TestArgs != "" && cfg.Plan == nil {
 		parts = append(parts, strconv.Quote("vgpu_test_args="+cfg.TestArgs))
 	}
+	parts = append(parts, cfg.Append...)
 	return strings.Join(parts, " ")
 }
 
@@ -273,4 +374,38 @@ func (c *collector) wait(d time.Duration) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]byte(nil), c.buf.Bytes()...)
+}
+
+// tailFile copies what is appended to path to w until ctx ends, then copies the rest.
+func tailFile(ctx context.Context, path string, w io.Writer) {
+	var off int64
+	buf := make([]byte, 32<<10)
+	copyNew := func() {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		for {
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				w.Write(buf[:n])
+				off += int64(n)
+			}
+			if err != nil || n == 0 {
+				return
+			}
+		}
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			copyNew()
+			return
+		case <-t.C:
+			copyNew()
+		}
+	}
 }

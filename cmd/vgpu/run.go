@@ -27,25 +27,52 @@ var errTestsFailed = errors.New("the guest suite failed")
 // guest suite and print a summary.
 func run(args []string) error {
 	fl := flag.NewFlagSet("run", flag.ContinueOnError)
-	iommu := fl.String("iommu", "both", "guest IOMMU: off, on (emulated VT-d, intel_iommu=on) or both (two boots)")
+	iommu := fl.String("iommu", "", "guest IOMMU: off, on (emulated VT-d, intel_iommu=on) or both (two boots); default both for vgpu's suite, off for a user run")
 	tests := fl.String("tests", "", "comma-separated guest test cases (vgpu_test's tests= parameter); empty = all")
 	kernel := fl.String("kernel", "", "bring your own guest kernel (vmlinux or bzImage) instead of the pinned Debian one")
 	headers := fl.String("headers", "", "with --kernel: the kernel's build tree or headers (KDIR) to build the module against")
-	moduleSrc := fl.String("module-src", "", "build the guest module from this directory instead of the sources built into vgpu")
+	modulesDir := fl.String("modules", "", "with --kernel: its modules folder (lib/modules/<release>): the virtio console modules, and those --module names")
+	moduleSrc := fl.String("module-src", "", "build the guest modules from this directory (its Kbuild); without vgpu_test.ko among them the run is a user run")
 	keep := fl.Bool("keep", false, "after the suite, keep the VM with a shell on the serial console (this terminal)")
-	out := fl.String("out", "", "folder for logs (console, server, results); default: a temporary folder, kept on failure")
+	out := fl.String("out", "", "folder for logs (console, kernel log, server, results); default: a temporary folder, kept on failure")
+	var modArgs, runs, adds, appends listFlag
+	fl.Var(&modArgs, "module", "NAME[=ARGS]: load this module (from --module-src, else the guest kernel's, with its dependencies) with parameters; repeatable, in order")
+	fl.Var(&runs, "run", "CMD: run this shell command in the guest after loading the modules (busybox sh); repeatable, in order; each must exit 0")
+	fl.Var(&adds, "add", "HOST[:GUEST]: put a file or folder into the guest's initramfs (default GUEST: /<name>); repeatable")
+	fl.Var(&appends, "append", "ARGS: add kernel parameters (e.g. loglevel=8, dyndbg=...); repeatable")
+	timeout := fl.Duration("timeout", boot.DefaultTimeout, "bound on each guest boot (kernel boot, modules, commands, power-off)")
+	console := fl.Bool("console", false, "stream the guest's serial console (with the kernel log) to stderr as it runs")
+	jsonOut := fl.String("json", "", "write the results as JSON to this file")
 	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
 	securityMirror := fl.String("debian-security-mirror", "", "Debian security archive for the guest kernel (default: $"+images.SecurityMirrorEnv+", else the host's apt sources)")
 	devFlags := addDeviceFlags(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
-	modes, err := iommuModes(*iommu)
-	if err != nil {
-		return err
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (a command for the guest goes in --run)", fl.Args())
 	}
-	if *keep && len(modes) > 1 {
-		modes = modes[:1] // one VM to keep
+	var mods []moduleArg
+	for _, m := range modArgs {
+		a, err := parseModuleArg(m)
+		if err != nil {
+			return err
+		}
+		mods = append(mods, a)
+	}
+	var files []images.PlanFile
+	for _, a := range adds {
+		f, err := images.ParsePlanFile(a)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(f.Host); err != nil {
+			return fmt.Errorf("--add %s: %w", a, err)
+		}
+		files = append(files, f)
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("--timeout %v: want a positive duration", *timeout)
 	}
 	devCfg, err := devFlags()
 	if err != nil {
@@ -60,23 +87,49 @@ func run(args []string) error {
 			return err
 		}
 	}
-	src := *moduleSrc
-	if src == "" {
-		if src, err = vgpu.WriteGuestSources(filepath.Join(dir, "module-src")); err != nil {
-			return err
-		}
-	}
-
 	fmt.Fprintln(os.Stderr, "== preparing QEMU and the guest image (cached after the first run)")
 	qemu, err := images.QEMU(ctx, images.QEMUOptions{Progress: os.Stderr, Mirror: *mirror})
 	if err != nil {
 		return err
 	}
-	img, err := images.Guest(ctx, images.GuestOptions{Progress: os.Stderr, ModuleSrc: src, Kernel: *kernel, HeadersDir: *headers,
-		Mirror: *mirror, SecurityMirror: *securityMirror})
+	guestOpts := images.GuestOptions{Progress: os.Stderr, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
+		Mirror: *mirror, SecurityMirror: *securityMirror}
+	img, plan, user, err := userPlan(ctx, guestOpts, *moduleSrc, mods, runs, files)
 	if err != nil {
 		return err
 	}
+	if plan == nil {
+		src := *moduleSrc
+		if src == "" {
+			if src, err = vgpu.WriteGuestSources(filepath.Join(dir, "module-src")); err != nil {
+				return err
+			}
+		}
+		guestOpts.ModuleSrc = src
+		if img, err = images.Guest(ctx, guestOpts); err != nil {
+			return err
+		}
+	} else if *tests != "" {
+		return fmt.Errorf("--tests chooses vgpu_test's cases; this is a user run (%s)", user)
+	}
+	if *iommu == "" {
+		*iommu = "both"
+		if plan != nil {
+			*iommu = "off"
+		}
+	}
+	modes, err := iommuModes(*iommu)
+	if err != nil {
+		return err
+	}
+	if *keep && len(modes) > 1 {
+		modes = modes[:1] // one VM to keep
+	}
+	var consoleW io.Writer
+	if *console {
+		consoleW = os.Stderr
+	}
+	report := &jsonReport{Passed: true}
 
 	failed := false
 	for _, on := range modes {
@@ -85,14 +138,25 @@ func run(args []string) error {
 		runDir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		res, err := boot.Run(ctx, boot.Config{
 			QEMU: qemu, Guest: img, Device: devCfg, IOMMU: on, TestArgs: testArgs(*tests),
-			Dir: runDir, Keep: *keep,
+			Dir: runDir, Keep: *keep, Timeout: *timeout, Plan: plan, Append: appends, Console: consoleW,
 		})
 		if err != nil {
 			return err
 		}
-		printSummary(os.Stdout, name, res)
+		if plan != nil {
+			printUserSummary(os.Stdout, name, res)
+		} else {
+			printSummary(os.Stdout, name, res)
+		}
+		report.Boots = append(report.Boots, jsonBootOf(name, res))
 		if res.Failed() {
 			failed = true
+			report.Passed = false
+		}
+	}
+	if *jsonOut != "" {
+		if err := writeJSON(*jsonOut, report); err != nil {
+			return err
 		}
 	}
 	if failed {
@@ -158,14 +222,19 @@ func printSummary(w io.Writer, mode string, res *boot.Result) {
 			fmt.Fprintln(w, "  "+l)
 		}
 	}
+	for _, s := range res.Splats {
+		fmt.Fprintf(w, "  SPLAT   %s\n", s)
+	}
 	for _, p := range append(res.Report.Problems, res.Problems...) {
 		fmt.Fprintf(w, "  PROBLEM %s\n", p)
 	}
 	fmt.Fprintf(w, "device diagnostics:\n%s", indent(res.Diagnostics.String(), "  "))
 	if res.Failed() {
-		for name, path := range res.Artefacts {
-			fmt.Fprintf(w, "  %s: %s\n", name, path)
+		if len(res.LastOutput) > 0 {
+			fmt.Fprintln(w, "console, last lines:")
+			writeLines(w, "  ", res.LastOutput)
 		}
+		printArtefacts(w, res)
 	}
 }
 
