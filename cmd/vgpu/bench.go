@@ -13,7 +13,8 @@ import (
 
 // runBench measures the hot paths, each beside a baseline from the same run, and prints the
 // ratios (absolute numbers on shared machines mean little). Any scenario that cannot set up
-// its device or its baseline, or whose results check wrong, ends the run with its reason.
+// its device or its baseline, or whose results check wrong, ends the run with its reason (the
+// C client's figure needs gcc: the client is built at bench time).
 func runBench(args []string) error {
 	bench.ServeIfChild() // the load scenario re-executes us as its device server
 	fl := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -23,6 +24,7 @@ func runBench(args []string) error {
 	}
 	scenarios := []func() ([]bench.Result, error){
 		one(bench.RegionRead().Run),
+		one(bench.CClientRegionRead),
 		one(bench.DoorbellIRQ(bars.DoorbellTrap).Run),
 		one(bench.DoorbellIRQ(bars.DoorbellPoll).Run),
 		one(bench.PacketRate().Run),
