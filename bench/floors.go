@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -25,16 +26,59 @@ import (
 // irqTimeout bounds every wait for an interrupt (device or floor).
 const irqTimeout = 5 * time.Second
 
+// The socket floors use blocking sockets and plain system calls (one read and one write per
+// message and side, no runtime poller), as the vfio-user server and the Go client do.
+
+// blockingPair is a connected unix stream socketpair in blocking mode.
+func blockingPair() (a, b int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("socketpair: %w", err)
+	}
+	return fds[0], fds[1], nil
+}
+
+// readFull reads exactly len(p) bytes (a stream socket may return a message in pieces).
+func readFull(fd int, p []byte) error {
+	for len(p) > 0 {
+		n, err := unix.Read(fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.EOF
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// writeAll writes all of p.
+func writeAll(fd int, p []byte) error {
+	for len(p) > 0 {
+		n, err := unix.Write(fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
 // unixEcho ping-pongs a 32-byte request and a 36-byte reply (a REGION_READ of 4 bytes and
-// its answer) over a socketpair. Reads are io.ReadFull: a stream socket may return a message
-// in pieces.
+// its answer) over a socketpair.
 type unixEcho struct {
-	a, c *net.UnixConn
+	a, c int
 	done chan error
 }
 
 func newUnixEcho() (*unixEcho, error) {
-	a, c, err := vfiousertest.Socketpair()
+	a, c, err := blockingPair()
 	if err != nil {
 		return nil, err
 	}
@@ -42,11 +86,11 @@ func newUnixEcho() (*unixEcho, error) {
 	go func() {
 		buf := make([]byte, 64)
 		for {
-			if _, err := io.ReadFull(c, buf[:32]); err != nil {
+			if err := readFull(c, buf[:32]); err != nil {
 				e.done <- err
 				return
 			}
-			if _, err := c.Write(buf[:36]); err != nil {
+			if err := writeAll(c, buf[:36]); err != nil {
 				e.done <- err
 				return
 			}
@@ -58,20 +102,22 @@ func newUnixEcho() (*unixEcho, error) {
 func (e *unixEcho) op(n int, _ Clock) error {
 	buf := make([]byte, 64)
 	for range n {
-		if _, err := e.a.Write(buf[:32]); err != nil {
+		if err := writeAll(e.a, buf[:32]); err != nil {
 			return fmt.Errorf("echo: %w", err)
 		}
-		if _, err := io.ReadFull(e.a, buf[:36]); err != nil {
+		if err := readFull(e.a, buf[:36]); err != nil {
 			return fmt.Errorf("echo: %w", err)
 		}
 	}
 	return nil
 }
 
+// Close ends the echo: its reader sees the end of the stream and exits before its descriptor
+// is closed (a number closed under a blocked reader could be reused by another file).
 func (e *unixEcho) Close() {
-	e.a.Close()
+	unix.Close(e.a)
 	<-e.done
-	e.c.Close()
+	unix.Close(e.c)
 }
 
 // trapFloor is a trapped doorbell's floor: a trivial server receives the client's REGION_WRITE
@@ -80,7 +126,7 @@ func (e *unixEcho) Close() {
 // nothing in between. The client is the same vfiousertest client the device is driven with.
 type trapFloor struct {
 	c    *vfiousertest.Client
-	srv  *net.UnixConn
+	srv  int // the server's blocking socket
 	efd  int
 	seq  uint64
 	done chan struct{}
@@ -88,30 +134,43 @@ type trapFloor struct {
 }
 
 func newTrapFloor() (*trapFloor, error) {
-	sc, cc, err := vfiousertest.Socketpair()
+	cfd, sfd, err := blockingPair()
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(cfd), "trap floor client")
+	conn, err := net.FileConn(f) // the client makes its own blocking descriptor of it
+	f.Close()
+	if err != nil {
+		unix.Close(sfd)
+		return nil, err
+	}
+	cc, ok := conn.(*net.UnixConn)
+	if !ok {
+		conn.Close()
+		unix.Close(sfd)
+		return nil, fmt.Errorf("socketpair end is a %T", conn)
+	}
 	efd, err := vfiousertest.NewEventFD()
 	if err != nil {
-		sc.Close()
 		cc.Close()
+		unix.Close(sfd)
 		return nil, err
 	}
 	c, err := vfiousertest.NewClient(cc) // owns cc
 	if err != nil {
-		sc.Close()
+		unix.Close(sfd)
 		unix.Close(efd)
 		return nil, err
 	}
-	f := &trapFloor{c: c, srv: sc, efd: efd, done: make(chan struct{})}
+	t := &trapFloor{c: c, srv: sfd, efd: efd, done: make(chan struct{})}
 	go func() {
-		defer close(f.done)
-		err := f.serve()
-		f.err.Store(&err)
-		sc.Close() // the client sees the end at once
+		defer close(t.done)
+		err := t.serve()
+		t.err.Store(&err)
+		unix.Shutdown(sfd, unix.SHUT_RDWR) // the client sees the end at once
 	}()
-	return f, nil
+	return t, nil
 }
 
 // errNotDoorbell: the floor's server received something other than the doorbell write.
@@ -126,9 +185,15 @@ func (f *trapFloor) serve() error {
 	have := 0
 	for want := uint64(1); ; want++ {
 		for have < size {
-			n, err := f.srv.Read(buf[have:])
+			n, err := unix.Read(f.srv, buf[have:])
+			if err == unix.EINTR {
+				continue
+			}
 			if err != nil {
 				return err
+			}
+			if n == 0 {
+				return io.EOF
 			}
 			have += n
 		}
@@ -145,7 +210,7 @@ func (f *trapFloor) serve() error {
 		}
 		vfiouser.Header{ID: h.ID, Cmd: h.Cmd, Size: uint32(len(reply)), Flags: vfiouser.FlagTypeReply}.Put(reply[:])
 		copy(reply[vfiouser.HeaderSize:], buf[vfiouser.HeaderSize:])
-		if _, err := f.srv.Write(reply[:]); err != nil {
+		if err := writeAll(f.srv, reply[:]); err != nil {
 			return err
 		}
 		if _, err := unix.Write(f.efd, one); err != nil {
@@ -183,6 +248,7 @@ func (f *trapFloor) why(err error) error {
 func (f *trapFloor) Close() {
 	f.c.Close()
 	<-f.done
+	unix.Close(f.srv)
 	unix.Close(f.efd)
 }
 
