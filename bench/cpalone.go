@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"time"
 
 	"vgpu/abi"
@@ -15,6 +16,7 @@ type bareCP struct {
 	cp         *cp.CP
 	mem        *cptest.Memory
 	regs       *cptest.Registers
+	ivs        *cptest.Interrupts
 	wptr, size uint64
 }
 
@@ -27,8 +29,9 @@ const (
 )
 
 func newBareCP(ringDwords uint64) *bareCP {
-	b := &bareCP{mem: cptest.NewMemory(bareRing + 4*int(ringDwords)), regs: cptest.NewRegisters(), size: ringDwords}
-	b.cp = cp.New(cp.Config{Memory: b.mem, Registers: b.regs, Interrupts: cptest.NewInterrupts()})
+	b := &bareCP{mem: cptest.NewMemory(bareRing + 4*int(ringDwords)), regs: cptest.NewRegisters(),
+		ivs: cptest.NewInterrupts(), size: ringDwords}
+	b.cp = cp.New(cp.Config{Memory: b.mem, Registers: b.regs, Interrupts: b.ivs})
 	b.mem.SetOnWrite(b.cp.Wake)
 	log2 := uint32(0)
 	for 1<<log2 < ringDwords {
@@ -63,8 +66,14 @@ func (b *bareCP) kick() error {
 	return nil
 }
 
+// waitFence waits for fence seq's interrupt: every fence interrupts, in order, and nothing
+// else does, so the seq-th interrupt is fence seq's.
 func (b *bareCP) waitFence(seq uint32, timeout time.Duration) error {
-	return waitFor(func() uint32 { return b.mem.Load32(bareFence) }, seq, timeout, func() string { return "" })
+	b.ivs.Wait(int(seq), timeout)
+	if f := b.mem.Load32(bareFence); int32(f-seq) < 0 {
+		return fmt.Errorf("bare CP: fence %d not written after %v (fence %d)", seq, timeout, f)
+	}
+	return nil
 }
 
 func (b *bareCP) packets() (uint64, error) { return b.cp.Stats().Packets, nil }

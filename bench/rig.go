@@ -303,26 +303,20 @@ func FenceGPU() uint64 { return abi.GPU_FB_BASE + vramFence }
 // Fence reads the fence dword from VRAM.
 func (r *Rig) Fence() uint32 { return binary.LittleEndian.Uint32(r.VRAM[vramFence:]) }
 
-// WaitFence waits for the fence to reach seq.
+// WaitFence waits for the fence to reach seq (fences count up; a later one may already be
+// there). The fence must interrupt: the wait blocks on the interrupt's eventfd, as a driver
+// sleeps on its fence interrupt, rather than spinning beside the device on a shared machine
+// or sleeping (a timer sleep here overshoots by about a millisecond).
 func (r *Rig) WaitFence(seq uint32, timeout time.Duration) error {
-	return waitFor(r.Fence, seq, timeout, func() string {
-		st, _ := r.Reg(abi.BLOCK_HQD_BASE + computeQ*abi.BLOCK_HQD_STRIDE + abi.REG_HQD_STATUS)
-		return fmt.Sprintf("HQD_STATUS %#x", st)
-	})
-}
-
-// waitFor polls a fence until it has reached seq (fences count up; a later one may already be
-// there). It spins briefly, then sleeps between looks, so a long job does not share the
-// machine's cores with a spinning client. why describes the queue's state for the error.
-func waitFor(fence func() uint32, seq uint32, timeout time.Duration, why func() string) error {
-	start := time.Now()
-	for int32(fence()-seq) < 0 {
-		waited := time.Since(start)
-		if waited > timeout {
-			return fmt.Errorf("fence %d not written after %v (fence %d, %s)", seq, timeout, fence(), why())
+	deadline := time.Now().Add(timeout)
+	for int32(r.Fence()-seq) < 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			st, _ := r.Reg(abi.BLOCK_HQD_BASE + computeQ*abi.BLOCK_HQD_STRIDE + abi.REG_HQD_STATUS)
+			return fmt.Errorf("fence %d not written after %v (fence %d, HQD_STATUS %#x)", seq, timeout, r.Fence(), st)
 		}
-		if waited > 50*time.Microsecond {
-			time.Sleep(20 * time.Microsecond)
+		if _, err := vfiousertest.WaitIRQ(r.IRQ[0], left); err != nil && !errors.Is(err, vfiousertest.ErrTimeout) {
+			return err
 		}
 	}
 	return nil

@@ -16,8 +16,8 @@ const jobTimeout = time.Minute
 // PacketRate is the CP's rate for 1-dword WRITE_DATA packets to VRAM through the whole device
 // (GPU MMU, L2), in packets per second, beside the CP alone running the same packets over
 // in-memory stand-ins (what the rest of the device adds). Packets are submitted in chunks of
-// up to half the ring, each ending with a fence; the client writes the next chunk while the
-// CP runs the last one, as a driver keeps a ring fed. Every packet is checked to have run: the
+// up to half the ring, each ending with an interrupting fence; the client writes the next
+// chunk while the CP runs the last one, as a driver keeps a ring fed. Every packet is checked to have run: the
 // CP's packet counter grows by exactly the packets submitted, and the destination holds the
 // last packet's value.
 func PacketRate() Scenario {
@@ -31,11 +31,17 @@ func PacketRate() Scenario {
 				return Pair{}, err
 			}
 			bare := newBareCP(ringDwords)
-			dev := packetTarget{emit: rig.Emit, kick: rig.Kick, waitFence: rig.WaitFence, packets: rig.packets,
+			target := packetTarget{emit: rig.Emit, kick: rig.Kick, waitFence: rig.WaitFence, packets: rig.packets,
 				fence: FenceGPU(), dst: abi.GPU_FB_BASE + vramScratch,
 				readDst: func() uint32 { return binary.LittleEndian.Uint32(rig.VRAM[vramScratch:]) }}
-			return Pair{Dev: dev.op(ringDwords), Base: bare.target().op(ringDwords),
-				Close: func() { bare.Close(); rig.Close() }}, nil
+			dev, base := target.op(ringDwords), bare.target().op(ringDwords)
+			// Warm up: a lap of the ring on each side, so its pages are mapped on both ends.
+			if err := warmUp(dev, base, ringDwords/len(cptest.WriteMem(0, 0))); err != nil {
+				bare.Close()
+				rig.Close()
+				return Pair{}, err
+			}
+			return Pair{Dev: dev, Base: base, Close: func() { bare.Close(); rig.Close() }}, nil
 		},
 	}
 }
@@ -54,7 +60,7 @@ type packetTarget struct {
 // op submits n WRITE_DATA packets in fenced chunks and checks that each one ran.
 func (t packetTarget) op(ringDwords int) Op {
 	pkt := cptest.WriteMem(t.dst, 0) // the data dword is last
-	fenceDwords := len(cptest.Fence(t.fence, 0, 0, false))
+	fenceDwords := len(cptest.Fence(t.fence, 0, 0, true))
 	chunk := (ringDwords/2 - fenceDwords) / len(pkt)
 	buf := make([]uint32, 0, ringDwords/2)
 	seq, value := uint32(0), uint32(0)
@@ -75,7 +81,7 @@ func (t packetTarget) op(ringDwords int) Op {
 				buf = append(buf, pkt...)
 			}
 			seq++
-			buf = append(buf, cptest.Fence(t.fence, seq, seq, false)...)
+			buf = append(buf, cptest.Fence(t.fence, seq, seq, true)...)
 			// The chunk before last used the ring space this one is written to.
 			if seq > first {
 				if err := t.waitFence(seq-2, jobTimeout); err != nil {
@@ -139,11 +145,12 @@ const maxCopyBatch = 64 << 20
 // Copy is DMA_DATA system memory → VRAM (uncached, through the GART) in copies of size bytes,
 // in MB/s, beside Go's copy of the same bytes between the same mappings. Copies are queued the
 // way a driver batches them — up to 64 MiB of copies per submission, each to its own
-// destination, one fence at the end — so the number is the copy engine's, not the doorbell
-// round trip's (measured on its own). Submissions alternate between two sources that differ in
-// every byte, and after each one (outside the timed region) every copy's destination is
-// compared with its source, so a copy that did not happen, or happened in part, is an error.
-// The Go baseline copies in the same pattern and is checked the same way.
+// destination, one interrupting fence at the end that the client sleeps on — so the number is
+// the copy engine's, not the doorbell round trip's (measured on its own). Submissions
+// alternate between two sources that differ in every byte, and after each one (outside the
+// timed region) every copy's destination is compared with its source, so a copy that did not
+// happen, or happened in part, is an error. The Go baseline copies in the same pattern and is
+// checked the same way.
 func Copy(size int) Scenario {
 	const ringDwords = 1 << 16
 	dmaPackets := (size + 32<<20 - 1) / (32 << 20) // BYTE_COUNT has 26 bits
@@ -197,7 +204,7 @@ func Copy(size int) Scenario {
 					k := min(left, batch)
 					rig.Emit(packets[sub%2][:k*perCopy])
 					seq++
-					rig.Emit(cptest.Fence(FenceGPU(), seq, seq, false))
+					rig.Emit(cptest.Fence(FenceGPU(), seq, seq, true))
 					if err := rig.Kick(); err != nil {
 						return err
 					}
@@ -230,9 +237,26 @@ func Copy(size int) Scenario {
 				}
 				return nil
 			}
+			// Warm up: the first copy to each page of a mapping takes a page fault (several µs
+			// on these hosts), which is not the copy's cost.
+			if err := warmUp(dev, base, batch); err != nil {
+				rig.Close()
+				return Pair{}, err
+			}
 			return Pair{Dev: dev, Base: base, Close: func() { rig.Close() }}, nil
 		},
 	}
+}
+
+// warmUp runs each side once for n iterations, untimed.
+func warmUp(dev, base Op, n int) error {
+	if _, err := timeOp(dev, n); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := timeOp(base, n); err != nil {
+		return fmt.Errorf("warm-up of the baseline: %w", err)
+	}
+	return nil
 }
 
 func plural(n int, one, many string) string {
