@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"vgpu/ratelog"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,6 +18,7 @@ import (
 type peer struct {
 	conn    *Conn
 	log     *slog.Logger
+	rl      *ratelog.Limiter // stray replies are client-triggered
 	timeout time.Duration
 	maxXfer atomic.Int64 // the client's max_data_xfer_size, clipped to ours
 
@@ -40,7 +42,7 @@ type dmaCall struct {
 }
 
 func newPeer(conn *Conn, log *slog.Logger, timeout time.Duration, ensureReader func()) *peer {
-	p := &peer{conn: conn, log: log, timeout: timeout, ensureReader: ensureReader,
+	p := &peer{conn: conn, log: log, rl: ratelog.New(log, 0, 0), timeout: timeout, ensureReader: ensureReader,
 		pending: make(map[uint16]*dmaCall)}
 	p.maxXfer.Store(MaxDataXferSize)
 	return p
@@ -164,7 +166,7 @@ func (p *peer) complete(m *Message) {
 	}
 	p.mu.Unlock()
 	if call == nil {
-		p.log.Warn("vfio-user: dropping reply to no pending request",
+		p.rl.Warn("vfio-user-stray-reply", "vfio-user: dropping reply to no pending request",
 			"cmd", m.Cmd, "id", m.ID, "size", m.Size, "error", m.Error)
 		return
 	}

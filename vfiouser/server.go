@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"vgpu/ratelog"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,9 @@ type Server struct {
 	dev  Device
 	log  *slog.Logger
 	opts options
+	// rl rate-limits what a client can make the server log at will (failed commands, stray
+	// replies, refused connections).
+	rl *ratelog.Limiter
 
 	mu     sync.Mutex
 	active *session
@@ -53,7 +57,7 @@ func NewServer(dev Device, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{dev: dev, log: log, opts: options{peerTimeout: DefaultPeerTimeout}}
+	s := &Server{dev: dev, log: log, rl: ratelog.New(log, 0, 0), opts: options{peerTimeout: DefaultPeerTimeout}}
 	for _, o := range opts {
 		o(&s.opts)
 	}
@@ -85,7 +89,7 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		}
 		ss, err := s.claim(uc)
 		if err != nil {
-			s.log.Warn("vfio-user: refusing client", "reason", err)
+			s.rl.Warn("vfio-user-refused", "vfio-user: refusing client", "reason", err)
 			uc.Close()
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"vgpu/ratelog"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,7 @@ const maxPooledPayload = 64 << 10
 type session struct {
 	dev   Device
 	log   *slog.Logger
+	rl    *ratelog.Limiter
 	debug bool // debug logging, decided once per connection: the check is on every message
 	conn  *Conn
 	peer  *peer
@@ -62,6 +64,7 @@ func newSession(s *Server, uc *net.UnixConn) (*session, error) {
 	ss := &session{
 		dev:        s.dev,
 		log:        s.log,
+		rl:         s.rl,
 		conn:       conn,
 		readerDone: make(chan struct{}),
 		finished:   make(chan struct{}),
@@ -69,6 +72,7 @@ func newSession(s *Server, uc *net.UnixConn) (*session, error) {
 	}
 	ss.debug = s.log.Enabled(context.Background(), slog.LevelDebug)
 	ss.peer = newPeer(conn, s.log, s.opts.peerTimeout, ss.ensureReader)
+	ss.peer.rl = s.rl
 	ss.queueCond.L = &ss.mu
 	ss.pool.New = func() any { return new(Message) }
 	return ss, nil
@@ -254,7 +258,7 @@ func (ss *session) handle(m *Message) {
 	reply, fds, err := ss.dispatch(m)
 	defer closeFDs(fds)
 	if err != nil {
-		ss.log.Warn("vfio-user: command failed", "cmd", m.Cmd, "id", m.ID, "size", m.Size, "err", err)
+		ss.rl.Warn("vfio-user-command-failed", "vfio-user: command failed", "cmd", m.Cmd, "id", m.ID, "size", m.Size, "err", err)
 		ss.sendError(m.Header, errnoFor(err))
 		var fe *fatalError
 		if errors.As(err, &fe) {
