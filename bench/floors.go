@@ -27,7 +27,10 @@ import (
 const irqTimeout = 5 * time.Second
 
 // The socket floors use blocking sockets and plain system calls (one read and one write per
-// message and side, no runtime poller), as the vfio-user server and the Go client do.
+// message and side, no runtime poller), as the vfio-user server and the Go client do. Through
+// the poller, an in-process ping-pong can hand a message from one goroutine to the other on one
+// thread without an OS wake-up (about 7 µs a round trip here, against about 10 µs blocking):
+// a shortcut no client in another process has, so too cheap to be this design's floor.
 
 // blockingPair is a connected unix stream socketpair in blocking mode.
 func blockingPair() (a, b int, err error) {
