@@ -85,8 +85,8 @@ func (q *queue) write(bypass bool, va uint64, p []byte) error {
 	return nil
 }
 
-// copy is Copier.Copy; an error naming its address (FaultAddress) is reported there.
-func (q *queue) copy(c Copier, bypass bool, dst, src, n uint64) error {
+// copyVia is Copier.Copy; an error naming its address (FaultAddress) is reported there.
+func (q *queue) copyVia(c Copier, bypass bool, dst, src, n uint64) error {
 	if !q.open() {
 		return errRevoked
 	}

@@ -636,7 +636,7 @@ func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, 
 				return errStop
 			}
 			m := min(n-off, copyChunkBytes)
-			if err := q.copy(c, srcBypass, dst+off, src+off, m); err != nil {
+			if err := q.copyVia(c, srcBypass, dst+off, src+off, m); err != nil {
 				return err
 			}
 			off, units = off+m, int(m>>12)
