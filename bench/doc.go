@@ -2,10 +2,26 @@
 // because the machines are shared and noisy: only ratios travel between runs. `vgpu bench`
 // prints them; `go test -bench . ./bench` runs the same scenarios as Go benchmarks.
 //
+// A Scenario is a device Op and a baseline Op: each performs n iterations and checks every
+// result (stopping the clock around checks that are not part of the measurement), so a Go
+// benchmark runs it for b.N and `vgpu bench` calibrates both sides and alternates rounds of
+// each. A side that cannot be set up, or whose results check wrong, is an error with its
+// reason, never a quiet zero: a baseline that measured nothing would make any ratio look good.
+//
+// Baselines are floors where one exists: the same sequence done by a trivial stand-in in the
+// same run (a raw socket echo for a register read; a server that receives the trapped doorbell
+// write, replies and signals an eventfd; a poller that sees the polled doorbell and signals;
+// the CP alone over cptest's in-memory stand-ins for the packet rate; Go's copy between the
+// same mappings for DMA_DATA). Latencies are µs per op (ratio > 1: the device is slower), rates
+// per second (ratio < 1: the device is slower).
+//
 // The device is driven the way a guest driver would, but through the Go vfio-user client
 // (vfiousertest) over a socketpair: BAR0 (VRAM) is mmapped, registers and doorbells are
 // trapped REGION_WRITEs (or a mmapped doorbell page in poll mode), interrupts arrive on
 // eventfds. Rings, fences and the IH ring live in VRAM, reached through the frame-buffer
 // aperture; DMA_DATA sources live in "guest memory" (a memfd mapped with DMA_MAP) reached
-// through the GART.
+// through the GART. The device is served in this process, except for the register read under
+// load, whose device runs in a child process (as for QEMU) so the client does not compete with
+// the device's busy goroutines for one Go scheduler: programs that run that scenario call
+// ServeIfChild first.
 package bench

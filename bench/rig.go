@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,9 +34,12 @@ const (
 	doorbellQW = 3                  // its 64-bit doorbell
 )
 
-// Rig is a device served in-process to a Go client that drives it like a driver.
+// rigVRAM is the VRAM (and BAR0 window) of every rig's device.
+const rigVRAM = 256 << 20
+
+// Rig is a device served to a Go client that drives it like a driver.
 type Rig struct {
-	Dev    *device.Device
+	Dev    *device.Device // nil when the device runs in a child process
 	C      *vfiousertest.Client
 	VRAM   []byte // BAR0 as the client mapped it
 	Guest  *vfiousertest.GuestMemory
@@ -44,7 +48,7 @@ type Rig struct {
 	ring   []byte // the ring, inside VRAM
 	wptr   uint64 // dwords
 	size   uint64 // ring size in dwords
-	closer []func()
+	closer []func() error
 }
 
 // RigConfig shapes a rig.
@@ -52,49 +56,68 @@ type RigConfig struct {
 	Doorbells  bars.DoorbellMode
 	RingDwords uint64 // power of two, 64 .. 2^21
 	GuestBytes int    // guest memory mapped at guestIOVA and through the GART (0: none)
+	NoQueue    bool   // leave every queue inactive
+	Process    bool   // serve the device from a child process (see ServeIfChild)
 }
 
-// NewRig starts a device and brings up one compute queue, the IH ring and (with guest memory)
-// the GART.
+// NewRig starts a device and brings up the IH ring, one compute queue (unless NoQueue) and
+// (with guest memory) the GART.
 func NewRig(rc RigConfig) (*Rig, error) {
-	cfg := device.DefaultConfig()
-	cfg.VRAMSize, cfg.VRAMWindow = 256<<20, 256<<20
-	cfg.Doorbells = rc.Doorbells
-	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	dev, err := device.New(cfg)
+	r := &Rig{size: rc.RingDwords}
+	var err error
+	if rc.Process {
+		err = r.connectChild(rc.Doorbells)
+	} else {
+		err = r.connect(rc.Doorbells)
+	}
+	if err == nil {
+		_, err = r.C.Negotiate()
+	}
+	if err == nil {
+		err = r.bringUp(rc)
+	}
 	if err != nil {
-		return nil, err
-	}
-	r := &Rig{Dev: dev, size: rc.RingDwords}
-	r.closer = append(r.closer, func() { dev.Close() })
-	if err := r.connect(); err != nil {
-		r.Close()
-		return nil, err
-	}
-	if err := r.bringUp(rc); err != nil {
-		r.Close()
-		return nil, err
+		return nil, errors.Join(err, r.Close())
 	}
 	return r, nil
 }
 
-// connect serves the device over a socketpair and negotiates like QEMU.
-func (r *Rig) connect() error {
+// connect serves a device in this process over a socketpair.
+func (r *Rig) connect(mode bars.DoorbellMode) error {
+	dev, err := newDevice(mode)
+	if err != nil {
+		return err
+	}
+	r.Dev = dev
+	r.closer = append(r.closer, func() error { return dev.Close() })
 	sc, cc, err := vfiousertest.Socketpair()
 	if err != nil {
 		return err
 	}
-	srv := vfiouser.NewServer(r.Dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := vfiouser.NewServer(dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.ServeConn(ctx, sc); close(done) }()
-	r.closer = append(r.closer, func() { cancel(); sc.Close(); <-done })
+	r.closer = append(r.closer, func() error { cancel(); sc.Close(); <-done; return nil })
 	if r.C, err = vfiousertest.NewClient(cc); err != nil {
 		return err
 	}
-	r.closer = append(r.closer, func() { r.C.Close() })
-	_, err = r.C.Negotiate()
-	return err
+	r.closer = append(r.closer, r.C.Close)
+	return nil
+}
+
+// connectChild serves a device from a child process.
+func (r *Rig) connectChild(mode bars.DoorbellMode) error {
+	cc, wait, err := startChild(mode)
+	if err != nil {
+		return err
+	}
+	r.closer = append(r.closer, wait)
+	if r.C, err = vfiousertest.NewClient(cc); err != nil {
+		return err
+	}
+	r.closer = append(r.closer, r.C.Close) // hanging up ends the child
+	return nil
 }
 
 func (r *Rig) bringUp(rc RigConfig) error {
@@ -102,14 +125,14 @@ func (r *Rig) bringUp(rc RigConfig) error {
 	if err != nil {
 		return err
 	}
-	r.closer = append(r.closer, func() { m.Close() })
-	r.VRAM = m.At(0, 256<<20)
+	r.closer = append(r.closer, m.Close)
+	r.VRAM = m.At(0, rigVRAM)
 	if rc.Doorbells == bars.DoorbellPoll {
 		pm, err := r.C.MmapRegion(abi.BAR_DOORBELL)
 		if err != nil {
 			return err
 		}
-		r.closer = append(r.closer, func() { pm.Close() })
+		r.closer = append(r.closer, pm.Close)
 		r.Poll = pm.At(0, abi.DOORBELL_SIZE)
 	}
 	// pci_enable_device + pci_set_master, then MSI-X.
@@ -139,6 +162,9 @@ func (r *Rig) bringUp(rc RigConfig) error {
 		if err := r.SetReg(w[0], w[1]); err != nil {
 			return err
 		}
+	}
+	if rc.NoQueue {
+		return nil
 	}
 	return r.startQueue()
 }
@@ -211,7 +237,7 @@ func (r *Rig) mapGuest(n int) error {
 		return err
 	}
 	r.Guest = g
-	r.closer = append(r.closer, func() { g.Close() })
+	r.closer = append(r.closer, g.Close)
 	if err := r.C.DMAMap(guestIOVA, g, 0, uint64(n), vfiousertest.MapOptions{}); err != nil {
 		return err
 	}
@@ -277,13 +303,20 @@ func FenceGPU() uint64 { return abi.GPU_FB_BASE + vramFence }
 // Fence reads the fence dword from VRAM.
 func (r *Rig) Fence() uint32 { return binary.LittleEndian.Uint32(r.VRAM[vramFence:]) }
 
-// WaitFence polls the fence until it reads seq.
+// WaitFence waits for the fence to reach seq (fences count up; a later one may already be
+// there). The fence must interrupt: the wait blocks on the interrupt's eventfd, as a driver
+// sleeps on its fence interrupt, rather than spinning beside the device on a shared machine
+// or sleeping (a timer sleep here overshoots by about a millisecond).
 func (r *Rig) WaitFence(seq uint32, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for r.Fence() != seq {
-		if time.Now().After(deadline) {
+	for int32(r.Fence()-seq) < 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
 			st, _ := r.Reg(abi.BLOCK_HQD_BASE + computeQ*abi.BLOCK_HQD_STRIDE + abi.REG_HQD_STATUS)
 			return fmt.Errorf("fence %d not written after %v (fence %d, HQD_STATUS %#x)", seq, timeout, r.Fence(), st)
+		}
+		if _, err := vfiousertest.WaitIRQ(r.IRQ[0], left); err != nil && !errors.Is(err, vfiousertest.ErrTimeout) {
+			return err
 		}
 	}
 	return nil
@@ -295,11 +328,16 @@ func (r *Rig) WaitIRQ(timeout time.Duration) error {
 	return err
 }
 
-// Close tears the rig down.
-func (r *Rig) Close() {
+// Close tears the rig down and reports what failed on the way (a child server's exit).
+func (r *Rig) Close() error {
+	var errs []error
 	for i := len(r.closer) - 1; i >= 0; i-- {
-		r.closer[i]()
+		if err := r.closer[i](); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	r.closer = nil
+	return errors.Join(errs...)
 }
 
 // fence is the packet a job ends with: amdgpu's end-of-pipe fence with an interrupt.

@@ -2,6 +2,8 @@ package gpummu
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,26 +220,187 @@ func TestCopyTLB(t *testing.T) {
 	}
 }
 
-// TestCopyConcurrent runs copies against cached writers and cache operations (for -race): the
-// fast path and the L2 never disagree on locking.
+// TestCopyConcurrent runs copies (the one-copy fast path and the L2 path) against cached
+// writers and cache maintenance on neighbouring lines, and checks what each does: every copy's
+// whole result, read back both through the L2 and around it, and every cached write, none
+// lost to a concurrent write-back or invalidate. Outcomes do not depend on the interleaving,
+// so the test is exact under -race too.
 func TestCopyConcurrent(t *testing.T) {
-	w, _ := newCopyWorld(t, true)
+	const (
+		rounds   = 100
+		copySize = 4 * PageSize
+		d1, d2   = fb + 0x80000, fb + 0x90000 // copy destinations
+		wBase    = fb + 0xa0000               // the writer's lines
+		wLines   = 64
+		wWords   = 8 // dwords written per line
+		lineSize = 128
+		opBase   = fb + 0x80000 // cache operations cover d1, d2 and the writer's lines
+		opSize   = 0x30000
+	)
+	w, dm := newCopyWorld(t, true)
+	s1 := w.mem.cpuRead(l2.DomainSystem, 0x3a000, copySize) // page(10): system RW, contiguous
+	s2 := w.mem.cpuRead(l2.DomainVRAM, 0x10000, copySize)
+	inverted := func(p []byte) []byte {
+		q := make([]byte, len(p))
+		for i := range p {
+			q[i] = ^p[i]
+		}
+		return q
+	}
+	bypass, cached := Access{Slot: 1, Bypass: true}, Access{Slot: 1}
+
 	var wg sync.WaitGroup
-	for g := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
-				switch g {
-				case 0:
-					w.mmu.Copy(Access{Bypass: true}, fb+0x80000, page(10), 4*PageSize)
-				case 1:
-					w.mmu.Write(Access{Slot: 1}, fb+0x81000+uint64(i%32)*128, marker)
-				case 2:
-					w.mmu.CacheOp(Access{}, l2.OpWriteBackInvalidate, fb+0x80000, 8*PageSize)
+	var failed atomic.Bool
+	fail := func(format string, args ...any) {
+		failed.Store(true)
+		t.Errorf(format, args...)
+	}
+	check := func(what string, a Access, va uint64, want []byte) bool {
+		got := make([]byte, len(want))
+		if err := w.mmu.Read(a, va, got); err != nil {
+			fail("%s: read back: %v", what, err)
+			return false
+		}
+		if i := firstDiff(got, want); i >= 0 {
+			fail("%s: byte %#x reads %#x, want %#x", what, i, got[i], want[i])
+			return false
+		}
+		return true
+	}
+	workers := []func(){
+		// Bypass copies from the GART into VRAM. Even rounds start with no line in the
+		// destination (bypass poison, bypass check), so they take the one-copy path; odd
+		// rounds poison through the L2 (dirty lines in the destination), so they take the L2
+		// path unless a concurrent invalidate dropped those lines first.
+		func() {
+			poison := inverted(s1)
+			for i := range rounds {
+				a := bypass
+				if i%2 == 1 {
+					a = cached
+				}
+				if err := w.mmu.Write(a, d1, poison); err != nil {
+					fail("copier 1 round %d: poison: %v", i, err)
+					return
+				}
+				if err := w.mmu.Copy(bypass, d1, page(10), copySize); err != nil {
+					fail("copier 1 round %d: %v", i, err)
+					return
+				}
+				if !check(fmt.Sprintf("copier 1 round %d", i), a, d1, s1) {
+					return
+				}
+				if i%2 == 1 {
+					// Drop the lines the check allocated, so the next round is direct again.
+					if err := w.mmu.CacheOp(Access{}, l2.OpWriteBackInvalidate, d1, copySize); err != nil {
+						fail("copier 1 round %d: flush: %v", i, err)
+						return
+					}
 				}
 			}
-		}()
+		},
+		// Cached copies VRAM → VRAM, always through the L2.
+		func() {
+			poison := inverted(s2)
+			a := Access{Slot: 2}
+			for i := range rounds {
+				if err := w.mmu.Write(a, d2, poison); err != nil {
+					fail("copier 2 round %d: poison: %v", i, err)
+					return
+				}
+				if err := w.mmu.Copy(a, d2, fb+0x10000, copySize); err != nil {
+					fail("copier 2 round %d: %v", i, err)
+					return
+				}
+				if !check(fmt.Sprintf("copier 2 round %d", i), a, d2, s2) {
+					return
+				}
+			}
+		},
+		// Cached writes, each to its own dword, each read back at once.
+		func() {
+			a := Access{Slot: 3}
+			for i := range wLines * wWords {
+				var v [4]byte
+				binary.LittleEndian.PutUint32(v[:], uint32(i+1))
+				va := wBase + uint64(i%wLines)*lineSize + uint64(i/wLines)*4
+				if err := w.mmu.Write(a, va, v[:]); err != nil {
+					fail("writer %d: %v", i, err)
+					return
+				}
+				if !check(fmt.Sprintf("writer %d", i), a, va, v[:]) {
+					return
+				}
+			}
+		},
+	}
+	stop := make(chan struct{})
+	var ops atomic.Int64
+	opsDone := make(chan struct{})
+	go func() {
+		defer close(opsDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			op := l2.OpWriteBack
+			if i%2 == 1 {
+				op = l2.OpWriteBackInvalidate
+			}
+			if err := w.mmu.CacheOp(Access{}, op, opBase, opSize); err != nil {
+				fail("cache op %v: %v", op, err)
+				return
+			}
+			ops.Add(1)
+		}
+	}()
+	for _, f := range workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
 	}
 	wg.Wait()
+	close(stop)
+	<-opsDone
+	if failed.Load() {
+		return
+	}
+	if ops.Load() == 0 {
+		t.Fatal("no cache operation ran during the copies")
+	}
+	// Even rounds always copy directly; an odd round may too when a concurrent invalidate
+	// dropped its poisoned lines first.
+	if got := dm.copies.Load(); got < rounds/2 || got > rounds {
+		t.Errorf("%d one-copy copies, want %d..%d (every even round of copier 1, maybe odd ones)", got, rounds/2, rounds)
+	}
+	// Memory itself, once every dirty line is written back, holds every result.
+	if err := w.mmu.CacheOp(Access{}, l2.OpWriteBack, opBase, opSize); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		what string
+		addr uint64
+		want []byte
+	}{{"copier 1 destination", d1 - fb, s1}, {"copier 2 destination", d2 - fb, s2}} {
+		if i := firstDiff(w.mem.cpuRead(l2.DomainVRAM, m.addr, len(m.want)), m.want); i >= 0 {
+			t.Errorf("%s in memory differs at byte %#x", m.what, i)
+		}
+	}
+	for i := range wLines * wWords {
+		off := wBase - fb + uint64(i%wLines)*lineSize + uint64(i/wLines)*4
+		if got := binary.LittleEndian.Uint32(w.mem.cpuRead(l2.DomainVRAM, off, 4)); got != uint32(i+1) {
+			t.Errorf("write %d lost: memory at %#x holds %#x, want %#x", i, off, got, i+1)
+		}
+	}
+}
+
+// firstDiff is the index of the first byte where a and b (of equal length) differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
 }

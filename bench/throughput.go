@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"vgpu/abi"
+	"vgpu/cp/cptest"
+)
+
+// jobTimeout bounds the wait for one submission's fence.
+const jobTimeout = time.Minute
+
+// PacketRate is the CP's rate for 1-dword WRITE_DATA packets to VRAM through the whole device
+// (GPU MMU, L2), in packets per second, beside the CP alone running the same packets over
+// in-memory stand-ins (what the rest of the device adds). Packets are submitted in chunks of
+// up to half the ring, each ending with an interrupting fence; the client writes the next
+// chunk while the CP runs the last one, as a driver keeps a ring fed. Every packet is checked to have run: the
+// CP's packet counter grows by exactly the packets submitted, and the destination holds the
+// last packet's value.
+func PacketRate() Scenario {
+	return Scenario{
+		Name: "CP WRITE_DATA (1 dword) via device", Unit: "packets/s", PerOp: 1,
+		Baseline: "CP alone (in-memory stand-ins)", Note: "target ≥ 20 M/s for the CP alone",
+		Setup: func() (Pair, error) {
+			const ringDwords = 1 << 21 // 8 MiB ring
+			rig, err := NewRig(RigConfig{RingDwords: ringDwords})
+			if err != nil {
+				return Pair{}, err
+			}
+			bare := newBareCP(ringDwords)
+			target := packetTarget{emit: rig.Emit, kick: rig.Kick, waitFence: rig.WaitFence, packets: rig.packets,
+				fence: FenceGPU(), dst: abi.GPU_FB_BASE + vramScratch,
+				readDst: func() uint32 { return binary.LittleEndian.Uint32(rig.VRAM[vramScratch:]) }}
+			dev, base := target.op(ringDwords), bare.target().op(ringDwords)
+			// Warm up: a lap of the ring on each side, so its pages are mapped on both ends.
+			if err := warmUp(dev, base, ringDwords/len(cptest.WriteMem(0, 0))); err != nil {
+				bare.Close()
+				rig.Close()
+				return Pair{}, err
+			}
+			return Pair{Dev: dev, Base: base, Close: func() { bare.Close(); rig.Close() }}, nil
+		},
+	}
+}
+
+// packetTarget is a queue that takes packets: the device's through the rig, or the bare CP's.
+type packetTarget struct {
+	emit      func([]uint32)
+	kick      func() error
+	waitFence func(seq uint32, timeout time.Duration) error
+	packets   func() (uint64, error)
+	fence     uint64 // GPU address of the fence dword
+	dst       uint64 // GPU address the packets write
+	readDst   func() uint32
+}
+
+// op submits n WRITE_DATA packets in fenced chunks and checks that each one ran.
+func (t packetTarget) op(ringDwords int) Op {
+	pkt := cptest.WriteMem(t.dst, 0) // the data dword is last
+	fenceDwords := len(cptest.Fence(t.fence, 0, 0, true))
+	chunk := (ringDwords/2 - fenceDwords) / len(pkt)
+	buf := make([]uint32, 0, ringDwords/2)
+	seq, value := uint32(0), uint32(0)
+	return func(n int, c Clock) error {
+		c.StopTimer()
+		before, err := t.packets()
+		if err != nil {
+			return err
+		}
+		c.StartTimer()
+		first := seq + 1
+		for left := n; left > 0; {
+			k := min(left, chunk)
+			buf = buf[:0]
+			for range k {
+				value++
+				pkt[len(pkt)-1] = value
+				buf = append(buf, pkt...)
+			}
+			seq++
+			buf = append(buf, cptest.Fence(t.fence, seq, seq, true)...)
+			// The chunk before last used the ring space this one is written to.
+			if seq > first {
+				if err := t.waitFence(seq-2, jobTimeout); err != nil {
+					return err
+				}
+			}
+			t.emit(buf)
+			if err := t.kick(); err != nil {
+				return err
+			}
+			left -= k
+		}
+		if err := t.waitFence(seq, jobTimeout); err != nil {
+			return err
+		}
+		c.StopTimer()
+		defer c.StartTimer()
+		// The CP publishes its count when a batch ends, just after the fence may be seen.
+		want := uint64(n) + uint64(seq-first+1)
+		var counted uint64
+		for deadline := time.Now().Add(irqTimeout); ; time.Sleep(10 * time.Microsecond) {
+			after, err := t.packets()
+			if err != nil {
+				return err
+			}
+			if counted = after - before; counted >= want || time.Now().After(deadline) {
+				break
+			}
+		}
+		if counted != want {
+			return fmt.Errorf("CP counted %d packets, %d were submitted", counted, want)
+		}
+		if got := t.readDst(); got != value {
+			return fmt.Errorf("destination holds %d after the last packet wrote %d", got, value)
+		}
+		return nil
+	}
+}
+
+// packets reads the CP's 64-bit packet counter.
+func (r *Rig) packets() (uint64, error) {
+	lo, err := r.Reg(abi.REG_CP_PACKETS_LO)
+	if err != nil {
+		return 0, err
+	}
+	hi, err := r.Reg(abi.REG_CP_PACKETS_HI)
+	if err != nil {
+		return 0, err
+	}
+	if lo2, err := r.Reg(abi.REG_CP_PACKETS_LO); err != nil {
+		return 0, err
+	} else if lo2 < lo { // the low half wrapped between the reads
+		return r.packets()
+	}
+	return uint64(hi)<<32 | uint64(lo), nil
+}
+
+// maxCopyBatch is the most bytes of copies one submission queues (and the destination area).
+const maxCopyBatch = 64 << 20
+
+// Copy is DMA_DATA system memory → VRAM (uncached, through the GART) in copies of size bytes,
+// in MB/s, beside Go's copy of the same bytes between the same mappings. Copies are queued the
+// way a driver batches them — up to 64 MiB of copies per submission, each to its own
+// destination, one interrupting fence at the end that the client sleeps on — so the number is
+// the copy engine's, not the doorbell round trip's (measured on its own). Submissions
+// alternate between two sources that differ in every byte, and after each one (outside the
+// timed region) every copy's destination is compared with its source, so a copy that did not
+// happen, or happened in part, is an error. The Go baseline copies in the same pattern and is
+// checked the same way.
+func Copy(size int) Scenario {
+	const ringDwords = 1 << 16
+	dmaPackets := (size + 32<<20 - 1) / (32 << 20) // BYTE_COUNT has 26 bits
+	batch := max(1, min(maxCopyBatch/size, (ringDwords-64)/(8*dmaPackets)))
+	return Scenario{
+		Name: fmt.Sprintf("DMA_DATA copy %s", sizeName(size)), Unit: "MB/s", PerOp: float64(size) / 1e6,
+		Baseline: "Go copy", Note: fmt.Sprintf("%s per submission; target ≥ 0.8× from 64 KiB up", plural(batch, "copy", "copies")),
+		Setup: func() (Pair, error) {
+			rig, err := NewRig(RigConfig{RingDwords: ringDwords, GuestBytes: max(2*size, 1<<16)})
+			if err != nil {
+				return Pair{}, err
+			}
+			var srcs [2][]byte
+			for k := range srcs {
+				srcs[k] = rig.Guest.Bytes()[k*size : (k+1)*size]
+				for i := range srcs[k] {
+					srcs[k][i] = byte(i*7+i>>12) ^ byte(k*0xff)
+				}
+			}
+			dst := func(j int) []byte { return rig.VRAM[vramCopyDst+j*size : vramCopyDst+(j+1)*size] }
+			check := func(what string, k, copies int) error {
+				for j := range copies {
+					if !bytes.Equal(dst(j), srcs[k]) {
+						return fmt.Errorf("%s of %d bytes to destination %d produced wrong data", what, size, j)
+					}
+				}
+				return nil
+			}
+			// sub counts submissions of both sides, so each one's source differs from what
+			// the destinations held before it.
+			seq, sub := uint32(0), 0
+			// The packets of a full submission from each source, encoded once: a driver's
+			// cost of writing them is not the copy engine's.
+			var packets [2][]uint32
+			for k := range packets {
+				srcGPU := uint64(gartBase) + uint64(k*size)
+				for j := range batch {
+					dstGPU := uint64(abi.GPU_FB_BASE) + vramCopyDst + uint64(j*size)
+					for off := 0; off < size; off += 32 << 20 {
+						packets[k] = append(packets[k], cptest.DMAData{
+							SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
+							SrcPolicy: abi.PM4_CACHE_POLICY_BYPASS, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS,
+							Src: srcGPU + uint64(off), Dst: dstGPU + uint64(off), Count: uint32(min(size-off, 32<<20)), CPSync: true,
+						}.Encode()...)
+					}
+				}
+			}
+			perCopy := len(packets[0]) / batch
+			dev := func(n int, c Clock) error {
+				for left := n; left > 0; sub++ {
+					k := min(left, batch)
+					rig.Emit(packets[sub%2][:k*perCopy])
+					seq++
+					rig.Emit(cptest.Fence(FenceGPU(), seq, seq, true))
+					if err := rig.Kick(); err != nil {
+						return err
+					}
+					if err := rig.WaitFence(seq, jobTimeout); err != nil {
+						return err
+					}
+					c.StopTimer()
+					err := check("DMA_DATA copy", sub%2, k)
+					c.StartTimer()
+					if err != nil {
+						return err
+					}
+					left -= k
+				}
+				return nil
+			}
+			base := func(n int, c Clock) error {
+				for left := n; left > 0; sub++ {
+					k := min(left, batch)
+					for j := range k {
+						copy(dst(j), srcs[sub%2])
+					}
+					c.StopTimer()
+					err := check("Go copy", sub%2, k)
+					c.StartTimer()
+					if err != nil {
+						return err
+					}
+					left -= k
+				}
+				return nil
+			}
+			// Warm up: the first copy to each page of a mapping takes a page fault (several µs
+			// on these hosts), which is not the copy's cost.
+			if err := warmUp(dev, base, batch); err != nil {
+				rig.Close()
+				return Pair{}, err
+			}
+			return Pair{Dev: dev, Base: base, Close: func() { rig.Close() }}, nil
+		},
+	}
+}
+
+// warmUp runs each side once for n iterations, untimed.
+func warmUp(dev, base Op, n int) error {
+	if _, err := timeOp(dev, n); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := timeOp(base, n); err != nil {
+		return fmt.Errorf("warm-up of the baseline: %w", err)
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
