@@ -114,3 +114,20 @@ func (t *tail) add(line string) {
 }
 
 func (t *tail) String() string { return strings.Join(t.lines, "\n") }
+
+// removeLeftovers deletes what an interrupted provisioning left of final (its temporary trees,
+// and final itself when its marker did not validate); the caller holds final's lock, so nobody
+// else is writing them. Each removal is reported on progress under who.
+func removeLeftovers(final, who string, progress io.Writer) error {
+	stale, _ := filepath.Glob(final + ".tmp-*")
+	if _, err := os.Stat(final); err == nil {
+		stale = append(stale, final)
+	}
+	for _, s := range stale {
+		fmt.Fprintf(progress, "%s: removing leftover %s\n", who, s)
+		if err := os.RemoveAll(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -388,15 +388,8 @@ func provisionTree(ctx context.Context, cache, prefix, key string, pkgs []GuestP
 	if m, ok := readTreeMarker(final, key); ok {
 		return final, m, nil
 	}
-	stale, _ := filepath.Glob(final + ".tmp-*")
-	if _, err := os.Stat(final); err == nil {
-		stale = append(stale, final)
-	}
-	for _, s := range stale {
-		fmt.Fprintf(progress, "%s: removing leftover %s\n", prefix, s)
-		if err := os.RemoveAll(s); err != nil {
-			return "", nil, err
-		}
+	if err := removeLeftovers(final, prefix, progress); err != nil {
+		return "", nil, err
 	}
 	start := time.Now()
 	fmt.Fprintf(progress, "%s: provisioning %d Debian packages into %s\n", prefix, len(pkgs), final)

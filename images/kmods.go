@@ -175,14 +175,8 @@ func provisionKernelModules(ctx context.Context, cache string, pkgs []GuestPacka
 	if _, ok := readTreeMarker(final, key); ok {
 		return modules, nil
 	}
-	stale, _ := filepath.Glob(final + ".tmp-*")
-	if _, err := os.Stat(final); err == nil {
-		stale = append(stale, final)
-	}
-	for _, s := range stale {
-		if err := os.RemoveAll(s); err != nil {
-			return "", err
-		}
+	if err := removeLeftovers(final, "guest-kmods", progress); err != nil {
+		return "", err
 	}
 	start := time.Now()
 	fmt.Fprintf(progress, "guest-kmods: provisioning the modules of %s into %s\n", img[0], final)

@@ -246,14 +246,8 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if p, ok := loadModuleBuild(final, key); ok {
 		return p, nil
 	}
-	stale, _ := filepath.Glob(final + ".tmp-*")
-	if _, err := os.Stat(final); err == nil {
-		stale = append(stale, final)
-	}
-	for _, s := range stale {
-		if err := os.RemoveAll(s); err != nil {
-			return "", err
-		}
+	if err := removeLeftovers(final, "guest-module", progress); err != nil {
+		return "", err
 	}
 	tmp, err := os.MkdirTemp(cache, filepath.Base(final)+".tmp-")
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -348,15 +348,8 @@ func provisionQEMU(ctx context.Context, cache string, pkgs []Package, mirror str
 		return q, nil
 	}
 	// Whatever is left is from an interrupted run (we hold the lock): start over.
-	stale, _ := filepath.Glob(final + ".tmp-*")
-	if _, err := os.Stat(final); err == nil {
-		stale = append(stale, final)
-	}
-	for _, s := range stale {
-		fmt.Fprintf(progress, "qemu: removing leftover %s\n", s)
-		if err := os.RemoveAll(s); err != nil {
-			return nil, err
-		}
+	if err := removeLeftovers(final, "qemu", progress); err != nil {
+		return nil, err
 	}
 
 	start := time.Now()
