@@ -34,7 +34,12 @@
 #define VT_GART_START		0x0000010000000000ULL	/* 1 TiB, above the FB aperture */
 #define VT_GART_SIZE		SZ_16M
 #define VT_GART_PAGES		(VT_GART_SIZE / VT_GPU_PAGE)
-#define VT_IH_BYTES		SZ_64K
+/*
+ * The IH ring holds 8192 entries (the device's largest; amdgpu also uses 256 KiB): the fences
+ * case has 2,500 interrupting fences in flight, and under TCG on a busy host the handler can
+ * fall behind that many (a 64 KiB ring overflowed in CI).
+ */
+#define VT_IH_BYTES		SZ_256K
 #define VT_RING_BYTES		SZ_64K
 #define VT_WB_BYTES		SZ_4K
 /* Writeback page: the IH wptr at 0; per HQD slot the rptr report, the fence 8 bytes on. */
