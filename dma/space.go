@@ -438,7 +438,7 @@ func (s *Space) accessEpoch(iova uint64, p []byte, write, directOnly bool, epoch
 		addr = end + 1 // wraps only after the last piece
 	}
 	t := s.transport
-	epoch, cut := s.revocations.Load(), s.cut
+	sent, cut := s.revocations.Load(), s.cut // the cut-off count the messages belong to
 	s.mu.RUnlock()
 	if !viaMsg {
 		return nil
@@ -450,7 +450,7 @@ func (s *Space) accessEpoch(iova uint64, p []byte, write, directOnly bool, epoch
 		return s.fault(iova, p, write, segs[0].iova, "mapping has no fd and no client is connected", ErrNoTransport)
 	}
 	for _, g := range segs {
-		if s.revocations.Load() != epoch {
+		if s.revocations.Load() != sent {
 			return s.fault(iova, p, write, g.iova, "device cut off from memory while the access was in flight", ErrRevoked)
 		}
 		if err := s.message(t, cut, g.iova, p[g.from:g.to], write); err != nil {
