@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
+	"math/bits"
 	"sync/atomic"
-	"vgpu/engine"
 
 	"vgpu/abi"
+	"vgpu/engine"
 )
 
 // LineBytes is the size of one cache line (abi.L2_LINE_BYTES): the unit of fill, eviction and
@@ -17,26 +17,48 @@ import (
 const LineBytes = abi.L2_LINE_BYTES
 
 // MaxLines bounds the cache at 4 MiB (32768 lines of 128 bytes), the size of a mid-range GL2.
-// It bounds the memory the model holds and the work of a whole-cache write-back; beyond it the
-// least recently used line is evicted.
+// It bounds the memory the model holds and the work of a whole-cache write-back.
 const MaxLines = 32768
 
-const lineMask = LineBytes - 1
+// MaxWays is the associativity: the cache is MaxWays-way set associative (16, as GL2), and a
+// fill into a full set evicts that set's least recently used line. A cache of fewer lines is
+// one fully associative set.
+const MaxWays = 16
 
-// areaShift sets the granularity (64 KiB) at which the cache counts its resident lines, so
-// CopyUncached can tell cheaply that no line overlaps a large range.
-const areaShift = 16
+const (
+	lineMask  = LineBytes - 1
+	lineShift = 7
+)
 
-func areaOf(k key) key { return key{k.domain, k.addr >> areaShift} }
+// The set index arithmetic assumes 128-byte lines.
+var _ [LineBytes - 1<<lineShift]struct{}
+var _ [1<<lineShift - LineBytes]struct{}
+
+// areaShift sets the granularity (64 KiB) at which the cache counts its lines, in
+// areaStripes hashed counters, so an uncached access or a copy can tell with a few atomic
+// loads that no line overlaps its range (the common case), without looking at any set.
+const (
+	areaShift   = 16
+	areaStripes = 4096
+)
+
+// domainSkew spreads the two domains' equal addresses over different sets and area stripes.
+const domainSkew = 0x9E3779B97F4A7C15
+
+func stripeOf(d engine.Domain, area uint64) int {
+	return int((area ^ uint64(d)*domainSkew) % areaStripes)
+}
 
 // Backing is the physical memory below the cache. Errors are access failures (unmapped DMA
 // address, Bus Master off, beyond VRAM); the cache never interprets them, only passes them on.
 // An implementation must not call back into the cache.
 //
-// If the Backing also implements DirectBacking, the cache calls ReadPhys/WritePhys only without
-// its lock (they may wait, e.g. for a DMA message answered by the client) and DirectBacking's
-// methods with it. A Backing without DirectBacking is called with the lock held, so it must
-// never wait (plain memory, as in tests).
+// The cache never holds a lock across a Backing call. If the Backing also implements
+// DirectBacking, lines are filled and written back only through it, so a line is owned by one
+// goroutine (see package doc) only across a bounded memory copy; ReadPhys/WritePhys (which may
+// wait, e.g. for a DMA message answered by the client) serve only uncached accesses, with no
+// line owned. A Backing without DirectBacking is used for everything, so it must never wait
+// (plain memory, as in tests).
 type Backing interface {
 	ReadPhys(d engine.Domain, addr uint64, p []byte) error
 	WritePhys(d engine.Domain, addr uint64, p []byte) error
@@ -44,9 +66,8 @@ type Backing interface {
 
 // DirectBacking is the part of a Backing that never waits: it moves bytes with a memory copy,
 // or refuses with an error wrapping ErrNotDirect (having moved nothing) when the memory is
-// reachable only through a path that may wait. The cache holds its lock only across these
-// calls. Memory that is not direct is never cached: accesses to it go to ReadPhys/WritePhys
-// uncached, without the lock.
+// reachable only through a path that may wait. Memory that is not direct is never cached:
+// accesses to it go to ReadPhys/WritePhys uncached.
 type DirectBacking interface {
 	ReadDirect(d engine.Domain, addr uint64, p []byte) error
 	WriteDirect(d engine.Domain, addr uint64, p []byte) error
@@ -60,8 +81,8 @@ var ErrNotDirect = errors.New("l2: no direct copy path")
 
 // DirectCopier is an optional interface of a Backing: copy n bytes of memory from src to dst
 // with one memory copy. It either moves every byte and returns nil, or returns an error
-// wrapping ErrNotDirect (having moved nothing, or only what a repeat copy overwrites). It is
-// called with the cache's lock held, like the other Backing methods.
+// wrapping ErrNotDirect (having moved nothing, or only what a repeat copy overwrites). It must
+// never wait, like DirectBacking.
 type DirectCopier interface {
 	CopyPhys(dst, src engine.PhysAddr, n uint64) error
 }
@@ -95,69 +116,27 @@ func (e *WriteBackError) Error() string {
 
 func (e *WriteBackError) Unwrap() error { return e.Err }
 
-type key struct {
-	domain engine.Domain
-	addr   uint64 // line-aligned
-}
-
-func (k key) less(o key) bool {
-	if k.domain != o.domain {
-		return k.domain < o.domain
-	}
-	return k.addr < o.addr
-}
-
-// line is one resident cache line. dirty is a byte mask: only bytes the engines wrote are
-// written back, so a CPU write to other bytes of the same line (a neighbouring write-back slot,
-// say) is not clobbered, as with a real GL2's byte-masked write-back.
-type line struct {
-	key        key
-	data       [LineBytes]byte
-	dirty      [2]uint64 // bit i: byte i was written by an engine and not yet written back
-	writers    uint64    // slotBit of each slot whose writes are dirty in this line
-	prev, next *line     // LRU list, most recent first
-}
-
-func (l *line) isDirty() bool { return l.dirty[0]|l.dirty[1] != 0 }
-
-func (l *line) dirtyByte(i uint64) bool { return l.dirty[i/64]&(1<<(i%64)) != 0 }
-
-// slotBits is the width of the per-line writer mask: slots 0..62 have their own bit, every
-// other slot number (including negative ones used by non-queue clients) shares bit 63.
-const slotBits = 64
-
-func slotIndex(slot int) int {
-	if slot < 0 || slot >= slotBits-1 {
-		return slotBits - 1
-	}
-	return slot
-}
-
-// Cache is the GPU's L2: a write-back, write-allocate cache of LineBytes lines over a Backing,
-// with deterministic LRU replacement. All methods are safe for concurrent use.
+// Cache is the GPU's L2: a write-back, write-allocate, set-associative cache of LineBytes
+// lines over a Backing, with deterministic LRU replacement in each set. All methods are safe
+// for concurrent use; accesses to lines of different sets never wait for each other.
 type Cache struct {
 	b        Backing
 	direct   DirectBacking // b's never-waiting path, or nil when b itself never waits
+	copier   DirectCopier  // b's one-copy path, or nil
 	log      *slog.Logger
-	capacity int
+	ways     int
+	setMask  uint64
+	sets     []set
+	areas    [areaStripes]atomic.Int32 // lines (any state) per area stripe
+	slotDirt [slotBits]atomic.Int64    // per slot: dirty lines it wrote
 
-	// mu guards the lines and is held across DirectBacking calls (see doc.go for why), never
-	// across a Backing call that may wait.
-	mu        sync.Mutex
-	lines     map[key]*line
-	areas     map[key]int // resident lines per area (key.addr = address >> areaShift)
-	lru       line        // sentinel: lru.next is the most recent line, lru.prev the least recent
-	spare     []*line
-	slotDirty [slotBits]int // per slot: dirty lines it wrote
-	scratch   [LineBytes]byte
-
-	// Everything below is readable without mu, so register reads never wait for memory.
+	// Everything below is readable without any set lock, so register reads never wait.
 	strict   atomic.Bool
 	nLines   atomic.Int64
 	nDirty   atomic.Int64
 	counters struct {
-		hits, misses, evictions, writeBacks, writeBackErrors, fillErrors, discards atomic.Uint64
-		slowAccesses                                                               atomic.Uint64
+		evictions, writeBacks, writeBackErrors, fillErrors, discards atomic.Uint64
+		slowAccesses                                                 atomic.Uint64
 		// lost counts dirty lines dropped because their memory went away (DropLost); unlike
 		// the others it survives Reset, so a report after a reconnect still shows it.
 		lost atomic.Uint64
@@ -169,22 +148,37 @@ type Cache struct {
 // New returns an empty cache of MaxLines lines over b. A nil log discards messages.
 func New(b Backing, log *slog.Logger) *Cache { return NewSize(b, MaxLines, log) }
 
-// NewSize is New with a capacity of lines lines, clamped to [1, MaxLines]. Small caches make
-// eviction easy to exercise in tests.
+// NewSize is New with a capacity of about lines lines, clamped to [1, MaxLines]: MaxWays-way
+// sets, as many as a power of two fits (Capacity says how many lines that is), or one fully
+// associative set below MaxWays lines. Small caches make eviction easy to exercise in tests.
 func NewSize(b Backing, lines int, log *slog.Logger) *Cache {
+	lines = max(1, min(lines, MaxLines))
+	ways := min(MaxWays, lines)
+	sets := 1 << (bits.Len(uint(lines/ways)) - 1)
+	return newGeometry(b, sets, ways, log)
+}
+
+// newGeometry returns a cache of sets sets (a power of two) of ways lines.
+func newGeometry(b Backing, sets, ways int, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lines = max(1, min(lines, MaxLines))
-	c := &Cache{b: b, log: log, capacity: lines, lines: make(map[key]*line), areas: make(map[key]int)}
+	c := &Cache{b: b, log: log, ways: ways, setMask: uint64(sets - 1), sets: make([]set, sets)}
 	c.direct, _ = b.(DirectBacking)
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	c.copier, _ = b.(DirectCopier)
+	for i := range c.sets {
+		c.sets[i].mu.init()
+	}
 	c.events.init(log)
 	return c
 }
 
 // Capacity returns the number of lines the cache holds at most.
-func (c *Cache) Capacity() int { return c.capacity }
+func (c *Cache) Capacity() int { return c.ways * len(c.sets) }
+
+func (c *Cache) setOf(k key) *set {
+	return &c.sets[(k.addr>>lineShift^uint64(k.domain)*domainSkew)&c.setMask]
+}
 
 // SetStrict turns strict mode (L2_CNTL.STRICT) on or off: stale-read checks on read hits and
 // dirty-fence checks in FenceCheck. It is off after New.
@@ -239,281 +233,140 @@ func (c *Cache) access(slot int, pa engine.PhysAddr, va uint64, p []byte, write 
 func (c *Cache) accessLine(slot int, d engine.Domain, addr, va uint64, p []byte, write bool) error {
 	k := key{d, addr &^ lineMask}
 	off := addr - k.addr
-	c.mu.Lock()
-	l, hit := c.lines[k]
-	if hit {
-		c.counters.hits.Add(1)
-		c.touch(l)
-	} else {
-		c.counters.misses.Add(1)
-		var err error
-		if l, err = c.fill(k); err != nil {
-			// The line as a whole is not backed (it straddles the end of VRAM or of a DMA
-			// mapping, or the memory is gone), or it is memory the cache never holds (reached
-			// only by a path that may wait): serve the requested bytes uncached, which is
-			// coherent because the line is not resident. Their own error, if any, is returned.
-			if !errors.Is(err, ErrNotDirect) {
-				c.counters.fillErrors.Add(1)
-				err = c.moveLocked(d, addr, p, write)
-			}
-			c.mu.Unlock()
-			if errors.Is(err, ErrNotDirect) {
-				return c.moveSlow(d, addr, p, write)
-			}
-			return err
+	s := c.setOf(k)
+	s.mu.Lock()
+	for {
+		l := s.find(k)
+		if l == nil {
+			break
 		}
+		if l.busy {
+			s.mu.wait()
+			continue
+		}
+		s.hits++
+		s.touch(l)
+		if write {
+			copy(l.data[off:], p)
+			c.setDirty(l, off, uint64(len(p)), slot)
+			s.mu.Unlock()
+			return nil
+		}
+		copy(p, l.data[off:])
+		if !c.strict.Load() {
+			s.mu.Unlock()
+			return nil
+		}
+		l.busy = true // the check reads memory: own the line so its state cannot change meanwhile
+		s.mu.Unlock()
+		c.checkStale(l, off, uint64(len(p)), slot, va)
+		s.mu.Lock()
+		s.release(l)
+		s.mu.Unlock()
+		return nil
 	}
+
+	// Miss: claim the key with a busy line (later accesses to it wait for the fill), fill it
+	// without the lock, then evict what the set holds beyond its ways.
+	s.misses++
+	l := c.insert(s, k)
+	s.mu.Unlock()
+	err := c.readDirect(d, k.addr, l.data[:])
+	s.mu.Lock()
+	if err != nil {
+		c.remove(s, l, false)
+		s.mu.Unlock()
+		// The line as a whole is not backed (it straddles the end of VRAM or of a DMA
+		// mapping, or the memory is gone), or it is memory the cache never holds (reached
+		// only by a path that may wait): serve the requested bytes uncached, which is
+		// coherent because the line is not resident. Their own error, if any, is returned.
+		if !errors.Is(err, ErrNotDirect) {
+			c.counters.fillErrors.Add(1)
+			if err = c.moveDirect(d, addr, p, write); !errors.Is(err, ErrNotDirect) {
+				return err
+			}
+		}
+		return c.moveSlow(d, addr, p, write)
+	}
+	c.nLines.Add(1)
+	s.touch(l)
 	if write {
 		copy(l.data[off:], p)
 		c.setDirty(l, off, uint64(len(p)), slot)
-		c.mu.Unlock()
-		return nil
-	}
-	copy(p, l.data[off:])
-	if hit && c.strict.Load() {
-		c.checkStale(l, off, uint64(len(p)), slot, va)
-	}
-	c.mu.Unlock()
-	return nil
-}
-
-// readLocked and writeLocked are the cache's memory accesses under its lock: they never wait
-// (an error wrapping ErrNotDirect means the memory needs the slow path, without the lock).
-func (c *Cache) readLocked(d engine.Domain, addr uint64, p []byte) error {
-	if c.direct != nil {
-		return c.direct.ReadDirect(d, addr, p)
-	}
-	return c.b.ReadPhys(d, addr, p)
-}
-
-func (c *Cache) writeLocked(d engine.Domain, addr uint64, p []byte) error {
-	if c.direct != nil {
-		return c.direct.WriteDirect(d, addr, p)
-	}
-	return c.b.WritePhys(d, addr, p)
-}
-
-func (c *Cache) moveLocked(d engine.Domain, addr uint64, p []byte, write bool) error {
-	if write {
-		return c.writeLocked(d, addr, p)
-	}
-	return c.readLocked(d, addr, p)
-}
-
-// moveSlow is an uncached access to memory that is not direct, made without the lock.
-func (c *Cache) moveSlow(d engine.Domain, addr uint64, p []byte, write bool) error {
-	c.counters.slowAccesses.Add(1)
-	if write {
-		return c.b.WritePhys(d, addr, p)
-	}
-	return c.b.ReadPhys(d, addr, p)
-}
-
-// checkStale compares the bytes just served from a resident line with memory. Bytes the
-// engines wrote (dirty) are newer than memory by design; any other difference means memory
-// changed behind the cache (a CPU write, or a bypass write by another device path) and the
-// reader got old data.
-func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
-	mem := c.scratch[:n]
-	if err := c.readLocked(l.key.domain, l.key.addr+off, mem); err != nil {
-		return // memory unreadable now: nothing to compare with
-	}
-	for i := range n {
-		if !l.dirtyByte(off+i) && mem[i] != l.data[off+i] {
-			c.events.staleRead(slot, va, engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + off})
-			return
-		}
-	}
-}
-
-// ReadUncached reads memory without allocating a line (MTYPE_UC pages, BYPASS cache policy).
-// The GPU stays coherent with itself: bytes dirty in a resident line are returned from the
-// line, every other byte from memory (so a stale clean line is not consulted).
-func (c *Cache) ReadUncached(pa engine.PhysAddr, p []byte) error {
-	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
-		return err
-	}
-	c.mu.Lock()
-	err := c.readLocked(pa.Domain, pa.Addr, p)
-	if errors.Is(err, ErrNotDirect) {
-		// Memory the cache never holds: read it without the lock, then merge dirty bytes of
-		// lines that may still be resident from before (the memory behind them changed).
-		c.mu.Unlock()
-		if err := c.moveSlow(pa.Domain, pa.Addr, p, false); err != nil {
-			return err
-		}
-		c.mu.Lock()
-	} else if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
-		for i := range n {
-			if l.dirtyByte(off + i) {
-				p[pos+i] = l.data[off+i]
-			}
-		}
-	})
-	c.mu.Unlock()
-	return nil
-}
-
-// WriteUncached writes memory without allocating a line. A resident line covering the bytes is
-// updated too (and those bytes are no longer dirty: memory has them), so later cached reads by
-// any queue see the write, as on hardware where the L2 is the GPU's point of coherence.
-func (c *Cache) WriteUncached(pa engine.PhysAddr, p []byte) error {
-	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
-		return err
-	}
-	c.mu.Lock()
-	err := c.writeLocked(pa.Domain, pa.Addr, p)
-	if errors.Is(err, ErrNotDirect) {
-		c.mu.Unlock()
-		if err := c.moveSlow(pa.Domain, pa.Addr, p, true); err != nil {
-			return err
-		}
-		c.mu.Lock()
-	} else if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.eachResident(pa, len(p), func(l *line, off, pos, n uint64) {
-		copy(l.data[off:off+n], p[pos:pos+n])
-		c.clearDirty(l, off, n)
-	})
-	c.mu.Unlock()
-	return nil
-}
-
-// forgetArea drops the line at k from the per-area count. Called with mu held.
-func (c *Cache) forgetArea(k key) {
-	a := areaOf(k)
-	if c.areas[a] <= 1 {
-		delete(c.areas, a)
 	} else {
-		c.areas[a]--
+		copy(p, l.data[off:])
 	}
+	s.release(l)
+	c.evictOver(s, l)
+	return nil
 }
 
-// anyLineIn reports whether any line overlaps [pa, pa+n) (n > 0, no wrap), looking at the
-// per-area counts first. Called with mu held.
-func (c *Cache) anyLineIn(pa engine.PhysAddr, n uint64) bool {
-	if len(c.lines) == 0 {
-		return false
-	}
-	first, last := pa.Addr&^lineMask, (pa.Addr+n-1)&^lineMask
-	for a := first >> areaShift; a <= last>>areaShift; a++ {
-		if c.areas[key{pa.Domain, a}] == 0 {
-			continue
-		}
-		// Some line lives in this area: look at the lines of the range inside it.
-		lo, hi := max(first, a<<areaShift), min(last, (a+1)<<areaShift-LineBytes)
-		for l := lo; ; l += LineBytes {
-			if c.lines[key{pa.Domain, l}] != nil {
-				return true
-			}
-			if l >= hi {
-				break
-			}
-		}
-	}
-	return false
-}
-
-// CopyUncached copies n bytes of memory from src to dst as ReadUncached followed by
-// WriteUncached would, but with one direct memory copy: it does so only when the Backing is a
-// DirectCopier and no resident line overlaps either range (then there is no dirty byte to
-// read from the cache and no cached copy to update). Otherwise, or when the Backing cannot
-// copy directly, it returns an error wrapping ErrNotDirect and nothing moved. The cache lock
-// is held across the copy, as across any uncached access, so the copy is atomic with respect
-// to the cache.
-func (c *Cache) CopyUncached(dst, src engine.PhysAddr, n uint64) error {
-	if n == 0 {
-		return nil
-	}
-	if n > math.MaxInt {
-		return ErrNotDirect
-	}
-	if err := checkAccess(src, int(n)); err != nil {
-		return err
-	}
-	if err := checkAccess(dst, int(n)); err != nil {
-		return err
-	}
-	dc, ok := c.b.(DirectCopier)
-	if !ok {
-		return ErrNotDirect
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.anyLineIn(src, n) || c.anyLineIn(dst, n) {
-		return ErrNotDirect
-	}
-	return dc.CopyPhys(dst, src, n)
-}
-
-// eachResident calls f for each resident line overlapping [pa, pa+n): off is the offset in the
-// line, pos the offset in the access, n the overlap length. Called with mu held.
-func (c *Cache) eachResident(pa engine.PhysAddr, n int, f func(l *line, off, pos, n uint64)) {
-	if len(c.lines) == 0 {
-		return
-	}
-	addr, pos, left := pa.Addr, uint64(0), uint64(n)
-	for left > 0 {
-		k := key{pa.Domain, addr &^ lineMask}
-		off := addr - k.addr
-		m := min(left, LineBytes-off)
-		if l := c.lines[k]; l != nil {
-			f(l, off, pos, m)
-		}
-		addr += m
-		pos += m
-		left -= m
-	}
-}
-
-// fill makes k resident, reading it from memory, and returns it as the most recent line. On a
-// Backing error nothing changes (no line is evicted for a fill that fails).
-func (c *Cache) fill(k key) (*line, error) {
-	if err := c.readLocked(k.domain, k.addr, c.scratch[:]); err != nil {
-		return nil, err
-	}
+// insert adds a busy line for k to s, owned by the caller. Called with s.mu held.
+func (c *Cache) insert(s *set, k key) *line {
 	var l *line
-	switch {
-	case len(c.lines) >= c.capacity:
-		l = c.lru.prev
-		c.evict(l)
-	case len(c.spare) > 0:
-		l = c.spare[len(c.spare)-1]
-		c.spare = c.spare[:len(c.spare)-1]
-	default:
+	if n := len(s.spare); n > 0 {
+		l = s.spare[n-1]
+		s.spare = s.spare[:n-1]
+	} else {
 		l = new(line)
 	}
-	*l = line{key: k, data: c.scratch}
-	c.lines[k] = l
-	c.areas[areaOf(k)]++
-	c.pushFront(l)
-	c.nLines.Add(1)
-	return l, nil
+	l.key, l.busy, l.leaving, l.dirty, l.writers = k, true, false, [2]uint64{}, 0
+	s.lines = append(s.lines, l)
+	c.areas[stripeOf(k.domain, k.addr>>areaShift)].Add(1)
+	return l
 }
 
-// evict removes the least recently used line for reuse, writing it back if dirty. A failed
-// write-back is counted and logged (the access that caused the eviction is not at fault).
-func (c *Cache) evict(l *line) {
-	c.counters.evictions.Add(1)
-	if l.isDirty() {
-		_ = c.writeBack(l) // counted and logged inside; the line goes either way
+// remove takes l out of s: l is not busy, or busy and owned by the caller; it is clean.
+// resident says whether it counted as a line (it was filled). Called with s.mu held.
+func (c *Cache) remove(s *set, l *line, resident bool) {
+	for i, x := range s.lines {
+		if x == l {
+			last := len(s.lines) - 1
+			s.lines[i] = s.lines[last]
+			s.lines[last] = nil
+			s.lines = s.lines[:last]
+			break
+		}
 	}
-	c.unlink(l)
-	delete(c.lines, l.key)
-	c.forgetArea(l.key)
-	c.nLines.Add(-1)
+	c.areas[stripeOf(l.key.domain, l.key.addr>>areaShift)].Add(-1)
+	if resident {
+		c.nLines.Add(-1)
+	}
+	s.release(l) // waiters look again and miss
+	s.spare = append(s.spare, l)
 }
 
-// writeBack writes the dirty bytes of l to memory, run by run, and marks it clean. On failure
-// the line's remaining dirty data cannot go anywhere: it is marked clean (the caller drops or
-// keeps the line), counted and logged, and the error returned.
-func (c *Cache) writeBack(l *line) error {
+// evictOver evicts the least recently used lines of s (but not keep) while it holds more than
+// its ways, writing dirty ones back without the lock. A failed write-back is counted and
+// logged (the access that caused the eviction is not at fault). Called with s.mu held; it
+// returns with s.mu released.
+func (c *Cache) evictOver(s *set, keep *line) {
+	for len(s.lines)-s.leaving > c.ways {
+		v := s.victim(keep)
+		if v == nil {
+			break // every other line is busy: the set stays over its ways until a later fill
+		}
+		c.counters.evictions.Add(1)
+		if !v.isDirty() {
+			c.remove(s, v, true)
+			continue
+		}
+		v.busy, v.leaving = true, true
+		s.leaving++
+		s.mu.Unlock()
+		_ = c.writeLine(v) // counted and logged inside; the line goes either way
+		s.mu.Lock()
+		c.clearDirty(v, 0, LineBytes)
+		s.leaving--
+		c.remove(s, v, true)
+	}
+	s.mu.Unlock()
+}
+
+// writeLine writes the dirty bytes of l, which the caller owns, to memory, run by run, without
+// any lock; the caller then marks it clean. A failure is counted and logged: the line's
+// remaining dirty data cannot go anywhere.
+func (c *Cache) writeLine(l *line) error {
 	var first error
 	for i := uint64(0); i < LineBytes; {
 		if !l.dirtyByte(i) {
@@ -526,12 +379,11 @@ func (c *Cache) writeBack(l *line) error {
 		}
 		// A line's memory was direct when it was filled; if it is not any more (the mapping was
 		// replaced by one served through messages), the memory it belonged to is gone.
-		if err := c.writeLocked(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
+		if err := c.writeDirect(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
 			first = &WriteBackError{PA: engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + i}, Err: err}
 		}
 		i = j
 	}
-	c.clearDirty(l, 0, LineBytes)
 	if first != nil {
 		c.counters.writeBackErrors.Add(1)
 		c.events.writeBackFailed(first)
@@ -541,94 +393,140 @@ func (c *Cache) writeBack(l *line) error {
 	return nil
 }
 
-// setDirty marks bytes [off, off+n) of l dirty, written by slot.
+// writeBackHeld writes back l (dirty, not busy), owning it meanwhile, and marks it clean.
+// Called with s.mu held, which it releases across the write and holds again on return.
+func (c *Cache) writeBackHeld(s *set, l *line) error {
+	l.busy = true
+	s.mu.Unlock()
+	err := c.writeLine(l)
+	s.mu.Lock()
+	c.clearDirty(l, 0, LineBytes)
+	s.release(l)
+	return err
+}
+
+// readDirect and writeDirect are the cache's never-waiting memory accesses (an error wrapping
+// ErrNotDirect means the memory needs the slow path).
+func (c *Cache) readDirect(d engine.Domain, addr uint64, p []byte) error {
+	if c.direct != nil {
+		return c.direct.ReadDirect(d, addr, p)
+	}
+	return c.b.ReadPhys(d, addr, p)
+}
+
+func (c *Cache) writeDirect(d engine.Domain, addr uint64, p []byte) error {
+	if c.direct != nil {
+		return c.direct.WriteDirect(d, addr, p)
+	}
+	return c.b.WritePhys(d, addr, p)
+}
+
+func (c *Cache) moveDirect(d engine.Domain, addr uint64, p []byte, write bool) error {
+	if write {
+		return c.writeDirect(d, addr, p)
+	}
+	return c.readDirect(d, addr, p)
+}
+
+// moveSlow is an uncached access to memory that is not direct, made with no line owned.
+func (c *Cache) moveSlow(d engine.Domain, addr uint64, p []byte, write bool) error {
+	c.counters.slowAccesses.Add(1)
+	if write {
+		return c.b.WritePhys(d, addr, p)
+	}
+	return c.b.ReadPhys(d, addr, p)
+}
+
+// checkStale compares the bytes just served from l (owned by the caller) with memory. Bytes
+// the engines wrote (dirty) are newer than memory by design; any other difference means memory
+// changed behind the cache (a CPU write, or a bypass write by another device path) and the
+// reader got old data.
+func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
+	var buf [LineBytes]byte
+	mem := buf[:n]
+	if err := c.readDirect(l.key.domain, l.key.addr+off, mem); err != nil {
+		return // memory unreadable now: nothing to compare with
+	}
+	for i := range n {
+		if !l.dirtyByte(off+i) && mem[i] != l.data[off+i] {
+			c.events.staleRead(slot, va, engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + off})
+			return
+		}
+	}
+}
+
+// setDirty marks bytes [off, off+n) of l dirty, written by slot. Called with the set's lock.
 func (c *Cache) setDirty(l *line, off, n uint64, slot int) {
 	if !l.isDirty() {
 		c.nDirty.Add(1)
 	}
-	for i := off; i < off+n; i++ {
-		l.dirty[i/64] |= 1 << (i % 64)
-	}
+	m := byteMask(off, n)
+	l.dirty[0] |= m[0]
+	l.dirty[1] |= m[1]
 	bit := uint64(1) << slotIndex(slot)
 	if l.writers&bit == 0 {
 		l.writers |= bit
-		c.slotDirty[slotIndex(slot)]++
+		c.slotDirt[slotIndex(slot)].Add(1)
 	}
 }
 
 // clearDirty marks bytes [off, off+n) of l clean; when no dirty byte remains the line stops
-// counting against its writers.
+// counting against its writers. Called with the set's lock.
 func (c *Cache) clearDirty(l *line, off, n uint64) {
 	if !l.isDirty() {
 		return
 	}
-	for i := off; i < off+n; i++ {
-		l.dirty[i/64] &^= 1 << (i % 64)
-	}
+	m := byteMask(off, n)
+	l.dirty[0] &^= m[0]
+	l.dirty[1] &^= m[1]
 	if l.isDirty() {
 		return
 	}
 	c.nDirty.Add(-1)
-	for s := range slotBits {
-		if l.writers&(1<<s) != 0 {
-			c.slotDirty[s]--
-		}
+	for w := l.writers; w != 0; w &= w - 1 {
+		c.slotDirt[bits.TrailingZeros64(w)].Add(-1)
 	}
 	l.writers = 0
 }
 
-// drop removes l without writing it back.
-func (c *Cache) drop(l *line) {
+// drop removes l (not busy) without writing it back. Called with s.mu held.
+func (c *Cache) drop(s *set, l *line) {
 	if l.isDirty() {
 		c.counters.discards.Add(1)
 		c.clearDirty(l, 0, LineBytes)
 	}
-	c.unlink(l)
-	delete(c.lines, l.key)
-	c.forgetArea(l.key)
-	c.nLines.Add(-1)
-	c.spare = append(c.spare, l)
-}
-
-func (c *Cache) pushFront(l *line) {
-	l.prev, l.next = &c.lru, c.lru.next
-	c.lru.next.prev = l
-	c.lru.next = l
-}
-
-func (c *Cache) unlink(l *line) {
-	l.prev.next, l.next.prev = l.next, l.prev
-	l.prev, l.next = nil, nil
-}
-
-func (c *Cache) touch(l *line) {
-	if c.lru.next != l {
-		c.unlink(l)
-		c.pushFront(l)
-	}
+	c.remove(s, l, true)
 }
 
 // Reset drops every line without writing anything back and zeroes the counters and the last
 // event (device reset: the L2's contents are lost, as on hardware). Strict mode is left as it
-// is; the owner of L2_CNTL sets it.
+// is; the owner of L2_CNTL sets it. A fill or write-back in progress (a bounded memory copy)
+// finishes first.
 func (c *Cache) Reset() {
-	c.mu.Lock()
-	clear(c.lines)
-	clear(c.areas)
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
-	c.spare = nil
-	c.slotDirty = [slotBits]int{}
+	for i := range c.sets {
+		s := &c.sets[i]
+		s.lockIdle()
+		for _, l := range s.lines {
+			c.areas[stripeOf(l.key.domain, l.key.addr>>areaShift)].Add(-1)
+			if l.isDirty() {
+				c.nDirty.Add(-1)
+			}
+		}
+		s.lines, s.spare = nil, nil
+		s.clock, s.hits, s.misses = 0, 0, 0
+		s.mu.Unlock()
+	}
+	for i := range c.slotDirt {
+		c.slotDirt[i].Store(0)
+	}
 	c.nLines.Store(0)
 	c.nDirty.Store(0)
-	c.counters.hits.Store(0)
-	c.counters.misses.Store(0)
 	c.counters.evictions.Store(0)
 	c.counters.writeBacks.Store(0)
 	c.counters.writeBackErrors.Store(0)
 	c.counters.fillErrors.Store(0)
 	c.counters.discards.Store(0)
 	c.counters.slowAccesses.Store(0)
-	c.mu.Unlock()
 	c.events.reset()
 	c.maint.reset()
 }
@@ -639,16 +537,19 @@ func (c *Cache) Reset() {
 // Reset) and logged once per call (rate-limited), and their number is returned. The caller
 // makes sure nothing can refill the range with old data first (DMA is cut off).
 func (c *Cache) DropLost(r *Range) int {
-	c.mu.Lock()
 	dirty := 0
-	for _, l := range c.collect(r) {
-		if l.isDirty() {
-			dirty++
-			c.clearDirty(l, 0, LineBytes)
+	for _, k := range c.collect(r) {
+		s := c.setOf(k)
+		s.mu.Lock()
+		if l := s.findIdle(k); l != nil {
+			if l.isDirty() {
+				dirty++
+				c.clearDirty(l, 0, LineBytes)
+			}
+			c.remove(s, l, true)
 		}
-		c.drop(l)
+		s.mu.Unlock()
 	}
-	c.mu.Unlock()
 	if dirty > 0 {
 		c.counters.lost.Add(uint64(dirty))
 		c.events.lostLines(r, dirty)

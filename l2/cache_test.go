@@ -429,11 +429,7 @@ func TestEvictionIsDeterministic(t *testing.T) {
 				_ = c.WriteUncached(engine.PhysAddr{Domain: d, Addr: addr}, []byte{byte(i)})
 			}
 		}
-		var keys []key
-		for l := c.lru.next; l != &c.lru; l = l.next {
-			keys = append(keys, l.key)
-		}
-		return m.takeOps(), keys
+		return m.takeOps(), c.collect(nil)
 	}
 	ops1, keys1 := trace()
 	ops2, keys2 := trace()

@@ -129,12 +129,8 @@ func TestAreaCounts(t *testing.T) {
 	c := NewSize(m, 4, nil)
 	check := func() {
 		t.Helper()
-		want := map[key]int{}
-		for k := range c.lines {
-			want[areaOf(k)]++
-		}
-		if fmt.Sprint(want) != fmt.Sprint(c.areas) {
-			t.Fatalf("areas %v, want %v", c.areas, want)
+		if err := c.checkInvariants(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for i := range 10 {

@@ -25,9 +25,10 @@
 //   - Write: write-allocate (fill, then modify). The written bytes are marked dirty in a
 //     per-line byte mask and the writing queue slot is remembered. Write-back writes only dirty
 //     bytes, so CPU data in other bytes of a shared line survives (as with GL2's byte masks).
-//   - Replacement: at most Capacity lines (MaxLines by default, 4 MiB); a fill into a full cache
-//     evicts the least recently used line, writing it back if dirty. The order depends only on
-//     the sequence of accesses.
+//   - Replacement: at most Capacity lines (MaxLines by default, 4 MiB) in MaxWays-way sets
+//     (the set is chosen by the line's address and domain); a fill into a full set evicts that
+//     set's least recently used line, writing it back if dirty. The order depends only on the
+//     sequence of accesses.
 //   - WriteBack leaves lines resident and clean. Invalidate drops lines but writes dirty ones
 //     back first: dropping data is never a side effect of invalidation, only of Discard (or of
 //     a write-back whose memory is gone — counted and logged). Reset (device reset) drops
@@ -49,21 +50,37 @@
 //
 // # Threading
 //
-// Every method is safe for concurrent use by the queue goroutines and the server's worker. One
-// mutex guards the lines, and it is held across the cache's memory accesses: a miss, a
-// write-back or an eviction must be atomic with the line state it changes, or a concurrent
-// access could refill a line from memory before its dirty data got there. It is never held
-// across an access that may wait. A Backing that can wait (system memory served through
-// vfio-user DMA messages, answered by the client) also implements DirectBacking, whose methods
-// only copy memory or refuse with ErrNotDirect; the cache holds its lock only across those.
-// Memory that is not direct is never cached: its accesses are served uncached, without the
-// lock (Stats.SlowAccesses). A line filled while its memory was direct and written back after
-// the memory was replaced by message-served memory is lost like any failed write-back. So a
-// queue waiting for the client never stalls other queues on the cache, and the cache lock is
-// always released within a bounded memory copy (at most the whole cache, 4 MiB).
+// Every method is safe for concurrent use by the queue goroutines and the server's worker, and
+// no lock is ever held across a memory access. Each set has its own small lock, held only
+// while an access looks at or copies the bytes of a line it holds, so queues touching lines of
+// different sets never wait for each other. A line whose bytes move to or from memory is busy:
+// owned by the one goroutine doing it (a fill, a write-back or eviction, an uncached access
+// that overlaps it, a strict-mode check), which drops the set's lock across the copy; anyone
+// else who needs that line waits for its release, and eviction passes it over. So a miss, a
+// write-back or an eviction stays atomic with the line state it changes (no concurrent access
+// can refill a line from memory before its dirty data got there), without a lock. An uncached
+// write owns the lines it overlaps across its memory write and then updates them; a line
+// filled meanwhile (which may hold the older bytes) is written back if dirty and dropped, as an
+// eviction would. An uncached read owns the dirty lines it overlaps, so none is written back
+// between its memory read and the merge of their bytes. Owners take several lines only in
+// address order and never wait while owning a line above the one they wait for, so they cannot
+// wait on each other in a cycle.
 //
-// Counters, Stats, Strict and ReadReg never take that mutex (atomics and small locks), so a
-// register read never waits for memory. L2_CONTROL (WriteReg) only records a request: the
+// Lines are owned only across direct memory copies. A Backing that can wait (system memory
+// served through vfio-user DMA messages, answered by the client) also implements
+// DirectBacking, whose methods only copy memory or refuse with ErrNotDirect; fills and
+// write-backs use only those. Memory that is not direct is never cached: its accesses are
+// served uncached, with no line owned (Stats.SlowAccesses). A line filled while its memory
+// was direct and written back after the memory was replaced by message-served memory is lost
+// like any failed write-back. So a queue waiting for the client never stalls other queues on
+// the cache, and every wait for a line ends within a bounded memory copy.
+//
+// Per-area counters (hashed 64 KiB areas, atomics) say when no line can overlap a range, so
+// uncached accesses and direct copies of memory the cache does not hold (rings, fences, IH
+// entries, DMA copies) never look at a set.
+//
+// Strict and ReadReg use atomics and small locks only, and Stats takes each set's lock only to
+// sum its counters, so a register read never waits for memory. L2_CONTROL (WriteReg) only records a request: the
 // write-back/invalidate runs on a goroutine of the cache (StartMaintenance), L2_STATUS.BUSY
 // says when it is done, and requests written meanwhile are merged. Reset forgets the request
 // and status; Close refuses new requests and waits for a pass in progress.

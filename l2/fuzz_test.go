@@ -8,11 +8,13 @@ import (
 )
 
 // The fuzz world: 4 KiB of system memory and 4000 bytes of VRAM (so its last line straddles
-// the end), a cache of fuzzLines lines (so evictions are frequent).
+// the end), a cache of fuzzLines lines in fuzzSets sets (so evictions are frequent, and lines
+// of different sets and of the same set compete).
 const (
 	fuzzSys   = 4096
 	fuzzVRAM  = 4000
 	fuzzLines = 6
+	fuzzSets  = 2
 	fuzzSteps = 200
 )
 
@@ -37,7 +39,7 @@ func FuzzL2(f *testing.F) {
 		for d := range model {
 			model[d] = bytes.Clone(m.mem[d])
 		}
-		c := NewSize(m, fuzzLines, nil)
+		c := newGeometry(m, fuzzSets, fuzzLines/fuzzSets, nil)
 		c.SetStrict(true)
 		size := func(d engine.Domain) uint64 { return uint64(len(model[d])) }
 
@@ -162,52 +164,68 @@ func FuzzL2(f *testing.F) {
 }
 
 // residentIn lists the resident lines a range touches (nil: all).
-func (c *Cache) residentIn(r *Range) []key {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var keys []key
-	for _, l := range c.collect(r) {
-		keys = append(keys, l.key)
-	}
-	return keys
-}
+func (c *Cache) residentIn(r *Range) []key { return c.collect(r) }
 
 func (c *Cache) anyResident(d engine.Domain, from, to uint64) bool {
 	return len(c.residentIn(&Range{d, from, to - from})) > 0
 }
 
-// checkInvariants verifies the bookkeeping: map, LRU list, counters and per-slot dirty counts
-// agree, and the capacity holds.
+// checkInvariants verifies the bookkeeping of a cache nobody is using: every line sits in its
+// own set, once, idle; sets hold at most their ways; the line, dirty, per-slot and per-area
+// counts agree with the lines.
 func (c *Cache) checkInvariants() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n, dirty := 0, 0
-	var slots [slotBits]int
-	for l := c.lru.next; l != &c.lru; l = l.next {
-		n++
-		if c.lines[l.key] != l {
-			return fmt.Errorf("line %v on the LRU list is not in the map", l.key)
+	var slots [slotBits]int64
+	var areas [areaStripes]int32
+	for i := range c.sets {
+		s := &c.sets[i]
+		s.mu.Lock()
+		if len(s.lines) > c.ways || s.leaving != 0 {
+			s.mu.Unlock()
+			return fmt.Errorf("set %d holds %d lines (%d leaving), ways %d", i, len(s.lines), s.leaving, c.ways)
 		}
-		if l.isDirty() {
-			dirty++
-			for s := range slotBits {
-				if l.writers&(1<<s) != 0 {
-					slots[s]++
-				}
+		seen := map[key]bool{}
+		for _, l := range s.lines {
+			switch {
+			case c.setOf(l.key) != s:
+				s.mu.Unlock()
+				return fmt.Errorf("line %v in set %d, not its own", l.key, i)
+			case seen[l.key]:
+				s.mu.Unlock()
+				return fmt.Errorf("line %v twice in set %d", l.key, i)
+			case l.busy || l.leaving:
+				s.mu.Unlock()
+				return fmt.Errorf("line %v still busy", l.key)
 			}
-		} else if l.writers != 0 {
-			return fmt.Errorf("clean line %v has writers %#x", l.key, l.writers)
+			seen[l.key] = true
+			n++
+			areas[stripeOf(l.key.domain, l.key.addr>>areaShift)]++
+			if l.isDirty() {
+				dirty++
+				for b := range slotBits {
+					if l.writers&(1<<b) != 0 {
+						slots[b]++
+					}
+				}
+			} else if l.writers != 0 {
+				s.mu.Unlock()
+				return fmt.Errorf("clean line %v has writers %#x", l.key, l.writers)
+			}
+		}
+		s.mu.Unlock()
+	}
+	if int64(n) != c.nLines.Load() || int64(dirty) != c.nDirty.Load() {
+		return fmt.Errorf("counters lines %d dirty %d, actual %d %d", c.nLines.Load(), c.nDirty.Load(), n, dirty)
+	}
+	for b := range slotBits {
+		if got := c.slotDirt[b].Load(); got != slots[b] {
+			return fmt.Errorf("slot %d: dirty count %d, actual %d", b, got, slots[b])
 		}
 	}
-	switch {
-	case n != len(c.lines):
-		return fmt.Errorf("LRU list has %d lines, map %d", n, len(c.lines))
-	case n > c.capacity:
-		return fmt.Errorf("%d lines over capacity %d", n, c.capacity)
-	case int64(n) != c.nLines.Load() || int64(dirty) != c.nDirty.Load():
-		return fmt.Errorf("counters lines %d dirty %d, actual %d %d", c.nLines.Load(), c.nDirty.Load(), n, dirty)
-	case slots != c.slotDirty:
-		return fmt.Errorf("per-slot dirty counts %v, actual %v", c.slotDirty, slots)
+	for i := range areas {
+		if got := c.areas[i].Load(); got != areas[i] {
+			return fmt.Errorf("area stripe %d: count %d, actual %d", i, got, areas[i])
+		}
 	}
 	return nil
 }

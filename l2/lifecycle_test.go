@@ -129,8 +129,10 @@ func TestMaintenanceIsAsynchronous(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Hold the cache lock: the register write must still return, with BUSY set.
-	c.mu.Lock()
+	// Hold every set's lock: the register write must still return, with BUSY set.
+	for i := range c.sets {
+		c.sets[i].mu.Lock()
+	}
 	c.WriteReg(regControl, abi.REG_L2_CONTROL__WB_MASK)
 	if c.ReadReg(regStatus)&abi.REG_L2_STATUS__BUSY_MASK == 0 {
 		t.Error("BUSY clear while the pass cannot have run")
@@ -139,7 +141,9 @@ func TestMaintenanceIsAsynchronous(t *testing.T) {
 	for range 1000 {
 		c.WriteReg(regControl, abi.REG_L2_CONTROL__WB_MASK|abi.REG_L2_CONTROL__INV_MASK)
 	}
-	c.mu.Unlock()
+	for i := range c.sets {
+		c.sets[i].mu.Unlock()
+	}
 	waitFor(t, func() bool { return c.ReadReg(regStatus) == 0 })
 	if done := c.ReadReg(regControlDone); done < 1 || done > 2 {
 		t.Errorf("CONTROL_DONE %d, want the first pass plus one merged pass", done)

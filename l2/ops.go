@@ -79,36 +79,46 @@ func (c *Cache) Discard(r *Range) { _ = c.Apply(OpDiscard, r) }
 // discard, then invalidate (which writes back what is still dirty). It returns the first
 // write-back failure as a *WriteBackError; a line that failed to write back is dropped, its data
 // lost, because the memory it belongs to is gone (unmapped, Bus Master off). Every failure is
-// also counted and logged.
+// also counted and logged. Lines are handled one at a time, in address order, each owned only
+// across its own write-back; a line an engine fills while Apply runs may or may not be
+// included, as on hardware.
 func (c *Cache) Apply(op Op, r *Range) error {
 	if op&opAll == 0 {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var first error
-	for _, l := range c.collect(r) {
-		if op&OpWriteBack != 0 && l.isDirty() {
-			if err := c.writeBack(l); err != nil {
-				first = cmpErr(first, err)
-				c.drop(l)
-				continue
-			}
-		}
-		if op&OpDiscard != 0 {
-			c.drop(l)
-			continue
-		}
-		if op&OpInvalidate != 0 {
-			if l.isDirty() {
-				if err := c.writeBack(l); err != nil {
-					first = cmpErr(first, err)
-				}
-			}
-			c.drop(l)
-		}
+	for _, k := range c.collect(r) {
+		first = cmpErr(first, c.applyLine(op, k))
 	}
 	return first
+}
+
+func (c *Cache) applyLine(op Op, k key) error {
+	s := c.setOf(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.findIdle(k)
+	if l == nil {
+		return nil
+	}
+	if op&OpWriteBack != 0 && l.isDirty() {
+		if err := c.writeBackHeld(s, l); err != nil {
+			c.drop(s, l)
+			return err
+		}
+	}
+	if op&OpDiscard != 0 {
+		c.drop(s, l)
+		return nil
+	}
+	var err error
+	if op&OpInvalidate != 0 {
+		if l.isDirty() {
+			err = c.writeBackHeld(s, l)
+		}
+		c.drop(s, l)
+	}
+	return err
 }
 
 func cmpErr(first, err error) error {
@@ -118,51 +128,65 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// collect returns the resident lines r touches, in address order (so the Backing sees the
-// same sequence of writes for the same cache contents, whichever way they were found). A small
-// range is looked up line by line; a large one is found by scanning the resident lines.
-// Called with mu held.
-func (c *Cache) collect(r *Range) []*line {
-	var out []*line
-	if r == nil {
-		out = make([]*line, 0, len(c.lines))
-		for l := c.lru.next; l != &c.lru; l = l.next {
-			out = append(out, l)
-		}
-	} else {
-		if r.Size == 0 || r.Domain >= engine.NumDomains || len(c.lines) == 0 {
+// collect returns the keys of the lines r touches, in address order (so the Backing sees the
+// same sequence of writes for the same cache contents, whichever way they were found). A range
+// whose areas may hold fewer lines than the cache has is looked up line by line in those
+// areas; a larger one, or the whole cache, is found by scanning the sets.
+func (c *Cache) collect(r *Range) []key {
+	var out []key
+	first, lastLine := uint64(0), uint64(math.MaxUint64)
+	if r != nil {
+		if r.Size == 0 || r.Domain >= engine.NumDomains {
 			return nil
 		}
-		last := math.MaxUint64 - r.Addr // bytes after Addr that exist
-		last = r.Addr + min(r.Size-1, last)
-		first, lastLine := r.Addr&^lineMask, last&^lineMask
-		if (lastLine-first)/LineBytes < uint64(len(c.lines)) {
-			for a := first; ; a += LineBytes {
-				if l := c.lines[key{r.Domain, a}]; l != nil {
-					out = append(out, l)
+		last := r.Addr + min(r.Size-1, math.MaxUint64-r.Addr) // the last byte that exists
+		first, lastLine = r.Addr&^lineMask, last&^lineMask
+		if last-r.Addr < math.MaxUint64 && c.lookupCheaper(r.Domain, r.Addr, last-r.Addr+1) {
+			c.eachLineIn(r.Domain, r.Addr, last-r.Addr+1, func(k key) bool {
+				s := c.setOf(k)
+				s.mu.Lock()
+				if s.find(k) != nil {
+					out = append(out, k)
 				}
-				if a == lastLine {
-					break
-				}
-			}
+				s.mu.Unlock()
+				return true
+			})
 			return out
 		}
-		for l := c.lru.next; l != &c.lru; l = l.next {
-			if l.key.domain == r.Domain && l.key.addr >= first && l.key.addr <= lastLine {
-				out = append(out, l)
+	}
+	for i := range c.sets {
+		s := &c.sets[i]
+		s.mu.Lock()
+		for _, l := range s.lines {
+			if r == nil || l.key.domain == r.Domain && l.key.addr >= first && l.key.addr <= lastLine {
+				out = append(out, l.key)
 			}
 		}
+		s.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b *line) int {
-		switch {
-		case a.key.less(b.key):
-			return -1
-		case b.key.less(a.key):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, cmpKey)
 	return out
+}
+
+// lookupCheaper reports whether looking up the lines of [addr, addr+n) in the areas that may
+// hold lines costs less than scanning every line of the cache.
+func (c *Cache) lookupCheaper(d engine.Domain, addr, n uint64) bool {
+	first, last := addr>>areaShift, (addr+n-1)>>areaShift
+	if last-first >= areaStripes {
+		return false
+	}
+	budget := uint64(c.Capacity()) + uint64(len(c.sets))
+	work := uint64(0)
+	for a := first; ; a++ {
+		if c.areas[stripeOf(d, a)].Load() != 0 {
+			if work += 1 << (areaShift - lineShift); work > budget {
+				return false
+			}
+		}
+		if a == last {
+			return true
+		}
+	}
 }
 
 // FenceCheck is called by the command processor before it writes a fence at GPU address va for
@@ -173,17 +197,10 @@ func (c *Cache) FenceCheck(slot int, va uint64) {
 	if !c.strict.Load() {
 		return
 	}
-	c.mu.Lock()
-	n := c.slotDirty[slotIndex(slot)]
-	c.mu.Unlock()
-	if n > 0 {
-		c.events.dirtyFence(slot, va, n)
+	if n := c.slotDirt[slotIndex(slot)].Load(); n > 0 {
+		c.events.dirtyFence(slot, va, int(n))
 	}
 }
 
 // DirtyLinesOf returns how many resident dirty lines hold data written by slot.
-func (c *Cache) DirtyLinesOf(slot int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.slotDirty[slotIndex(slot)]
-}
+func (c *Cache) DirtyLinesOf(slot int) int { return int(c.slotDirt[slotIndex(slot)].Load()) }

@@ -28,7 +28,7 @@ type Stats struct {
 	WriteBackErrors   uint64 // dirty lines whose write-back failed (data lost)
 	FillErrors        uint64 // misses whose line could not be filled (served uncached)
 	Discards          uint64 // dirty lines dropped without write-back (Discard)
-	SlowAccesses      uint64 // uncached accesses to memory that is not direct (served without the lock)
+	SlowAccesses      uint64 // uncached accesses to memory that is not direct (served with no line owned)
 	Lost              uint64 // dirty lines dropped because their memory went away (DropLost; since New)
 	Maintenance       MaintenanceStats
 	LogSuppressed     uint64 // log lines the rate limiter held back
@@ -42,9 +42,7 @@ func (c *Cache) Stats() Stats {
 	s := Stats{
 		Lines:           int(c.nLines.Load()),
 		DirtyLines:      int(c.nDirty.Load()),
-		Capacity:        c.capacity,
-		Hits:            c.counters.hits.Load(),
-		Misses:          c.counters.misses.Load(),
+		Capacity:        c.Capacity(),
 		Evictions:       c.counters.evictions.Load(),
 		WriteBacks:      c.counters.writeBacks.Load(),
 		WriteBackErrors: c.counters.writeBackErrors.Load(),
@@ -54,6 +52,13 @@ func (c *Cache) Stats() Stats {
 		Lost:            c.counters.lost.Load(),
 		Maintenance:     c.maint.stats(),
 		LogSuppressed:   c.events.log.Suppressed(),
+	}
+	for i := range c.sets {
+		set := &c.sets[i]
+		set.mu.Lock()
+		s.Hits += set.hits
+		s.Misses += set.misses
+		set.mu.Unlock()
 	}
 	c.events.mu.Lock()
 	s.StaleReads, s.DirtyFences, s.LastEvent = c.events.stale, c.events.fences, c.events.last
