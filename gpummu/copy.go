@@ -9,8 +9,10 @@ import (
 	"vgpu/l2"
 )
 
-// maxPTEBatch bounds the GART entries a copy reads from the table at once (one 4 KiB read).
-const maxPTEBatch = PageSize / abi.PTE_BYTES
+// maxPTEBatch bounds the GART entries a copy reads from the table at once (one 512-byte
+// read, 256 KiB of GPU addresses): enough that the table read costs nothing beside the copy,
+// small enough that the batch lives on the stack.
+const maxPTEBatch = 64
 
 // maxTLBFillPerRun: a run that read more GART entries than this does not cache them.
 const maxTLBFillPerRun = 16
@@ -109,8 +111,8 @@ func (m *MMU) copySlow(a engine.Access, dst, src, n uint64) (written bool, err e
 // physically contiguous run with one cache policy and the needed permission. x.pa is the
 // physical address of va itself (not of its page) and n the length of the run (0 < n <= max).
 // A reason other than VM_FAULT_NONE is the fault of va's own page; a later page that faults
-// only ends the run (it is reported when the copy reaches it). GART entries read here are
-// read a table page at a time.
+// only ends the run (it is reported when the copy reaches it). A run is made of TLB hits, or,
+// when va's page misses, of GART entries read a table piece at a time (translateMiss).
 func (m *MMU) translateRun(a engine.Access, va, max uint64, write bool) (x xlat, n uint64, reason uint32) {
 	if va >= vaLimit || a.VMID != 0 {
 		return xlat{}, 0, abi.VM_FAULT_OUTSIDE
@@ -123,80 +125,88 @@ func (m *MMU) translateRun(a engine.Access, va, max uint64, write bool) (x xlat,
 	first := va >> pageShift
 	want := min((va&pageMask+max+pageMask)>>pageShift, maxPTEBatch) // pages the range touches
 
-	var ptes [maxPTEBatch]uint64
-	m.mu.Lock()
-	g, gen := m.gart, m.gen
+	v := m.view.Load()
+	g, gen := v.g, v.gen
 	if g.empty || first < g.startPage || first > g.endPage {
-		m.mu.Unlock()
 		return xlat{}, 0, abi.VM_FAULT_OUTSIDE
 	}
 	if !g.enabled {
-		m.mu.Unlock()
 		return xlat{}, 0, abi.VM_FAULT_GART_DISABLED
 	}
 	want = min(want, g.endPage-first+1)
-	got := uint64(0)
-	for got < want {
-		page := first + got
-		if got > 0 && m.inFB(page<<pageShift) {
-			break // the frame buffer wins where the apertures overlap
+	pte, hit := m.tlb[a.VMID].get(first)
+	if !hit {
+		return m.translateMiss(a, g, gen, va, max, want, write)
+	}
+	// Extend the run over the following pages while they hit and stay contiguous.
+	hits := uint64(1)
+	if reason = permReason(pte, write); reason == abi.VM_FAULT_NONE {
+		x = pteXlat(pte)
+		x.pa.Addr += va & pageMask
+		n = min(max, PageSize-va&pageMask)
+		for hits < want && n < max {
+			page := first + hits
+			if m.inFB(page << pageShift) {
+				break // the frame buffer wins where the apertures overlap
+			}
+			next, ok := m.tlb[a.VMID].get(page)
+			if !ok || !extends(x, n, next, write) {
+				break
+			}
+			hits++
+			n += min(max-n, PageSize)
 		}
-		pte, hit := m.tlb[a.VMID].get(page)
-		if !hit {
-			break
+	}
+	m.stats.tlbHits.Add(hits)
+	if reason != abi.VM_FAULT_NONE {
+		return xlat{}, 0, reason
+	}
+	return x, n, abi.VM_FAULT_NONE
+}
+
+// extends reports whether the page of pte continues a run x of n bytes: readable or writeable
+// as needed, the same domain and cache policy, physically next.
+func extends(x xlat, n, pte uint64, write bool) bool {
+	if permReason(pte, write) != abi.VM_FAULT_NONE {
+		return false
+	}
+	px := pteXlat(pte)
+	return px.uc == x.uc && px.pa.Domain == x.pa.Domain && px.pa.Addr == x.pa.Addr+n
+}
+
+// translateMiss is translateRun for a page the TLB does not hold: it reads the GART entries
+// of up to want pages from the table (g, as of TLB generation gen), stopping at the frame
+// buffer, caches them if the run is short, and builds the run from them.
+func (m *MMU) translateMiss(a engine.Access, g gart, gen uint64, va, max, want uint64, write bool) (x xlat, n uint64, reason uint32) {
+	var ptes [maxPTEBatch]uint64
+	first := va >> pageShift
+	k := uint64(1)
+	for k < want && !m.inFB((first+k)<<pageShift) {
+		k++
+	}
+	got, r := m.readPTEs(g, first, ptes[:k])
+	if got == 0 {
+		return xlat{}, 0, r
+	}
+	m.stats.tlbMisses.Add(got)
+	// A long streaming run is not kept in the TLB: it would only push out the working set of
+	// the other accesses (a TLB may always drop entries).
+	m.mu.Lock()
+	if m.gen == gen && got <= maxTLBFillPerRun { // no invalidation or GART change since we looked
+		for i := range got {
+			m.tlb[a.VMID].put(first+i, ptes[i])
 		}
-		ptes[got] = pte
-		got++
 	}
 	m.mu.Unlock()
 
-	if got > 0 {
-		m.stats.tlbHits.Add(got)
-	} else {
-		// Read the entries from the table: as many as one read of up to a table page
-		// brings, stopping at the frame buffer.
-		k := uint64(1)
-		for k < want && !m.inFB((first+k)<<pageShift) {
-			k++
-		}
-		var r uint32
-		if got, r = m.readPTEs(g, first, ptes[:k]); got == 0 {
-			return xlat{}, 0, r
-		}
-		m.stats.tlbMisses.Add(got)
-		// A long streaming run is not kept in the TLB: it would only push out the working
-		// set of the other accesses (a TLB may always drop entries).
-		m.mu.Lock()
-		if m.gen == gen && got <= maxTLBFillPerRun { // no invalidation or GART change since we looked
-			for i := range got {
-				m.tlb[a.VMID].put(first+i, ptes[i])
-			}
-		}
-		m.mu.Unlock()
+	if r := permReason(ptes[0], write); r != abi.VM_FAULT_NONE {
+		return xlat{}, 0, r
 	}
-
-	for i := range got {
-		pte := ptes[i]
-		if r := permReason(pte, write); r != abi.VM_FAULT_NONE {
-			if i == 0 {
-				return xlat{}, 0, r
-			}
-			break
-		}
-		px := pteXlat(pte)
-		if i == 0 {
-			x = px
-			x.pa.Addr += va & pageMask
-			n = min(max, PageSize-va&pageMask)
-			continue
-		}
-		if px.uc != x.uc || px.pa.Domain != x.pa.Domain || px.pa.Addr != x.pa.Addr+n {
-			break
-		}
+	x = pteXlat(ptes[0])
+	x.pa.Addr += va & pageMask
+	n = min(max, PageSize-va&pageMask)
+	for i := uint64(1); i < got && n < max && extends(x, n, ptes[i], write); i++ {
 		n += min(max-n, PageSize)
-		if n == max {
-			break
-		}
 	}
 	return x, n, abi.VM_FAULT_NONE
 }
@@ -208,7 +218,7 @@ func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
 	if len(ptes) > 1 && g.tableValid {
 		addr := g.tableAddr + (first-g.startPage)*abi.PTE_BYTES
 		size := uint64(len(ptes)) * abi.PTE_BYTES
-		var buf [PageSize]byte
+		var buf [maxPTEBatch * abi.PTE_BYTES]byte
 		if g.tableDomain != engine.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
 			if m.b.ReadPhys(g.tableDomain, addr, buf[:size]) == nil {
 				got := uint64(0)

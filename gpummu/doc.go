@@ -30,7 +30,7 @@
 //
 // # Translation cache
 //
-// Valid GART entries are cached per VMID (at most MaxTLBEntries, replaced first-in first-out)
+// Valid GART entries are cached per VMID (MaxTLBEntries entries, direct-mapped by page number)
 // and dropped only by GMC_VM_INVALIDATE (a bit per VMID), a write to any GART register, or
 // Reset. So a driver that rewrites a PTE without invalidating keeps using the old page, as on
 // hardware, where the TLB is only coherent with the table through explicit invalidation.
@@ -51,11 +51,13 @@
 // # Threading
 //
 // All methods are safe for concurrent use: register accesses come from the server's worker,
-// memory accesses from many queue goroutines. One mutex guards the registers, the decoded GART
-// configuration, the TLBs and the fault latch; it is never held across a memory access. A TLB
-// miss reads the PTE without the lock and inserts it only if no invalidation happened
-// meanwhile (a generation count), so an invalidation is never undone by a fill that started
-// before it. ReadReg and WriteReg therefore never wait for memory. The L2 has its own lock (see
-// package l2); the MMU never holds its own lock while calling the L2 or the Backing, and the
-// OnWrite hook is called with no lock held.
+// memory accesses from many queue goroutines. Translation takes no lock: the decoded GART
+// configuration is published as an immutable snapshot with its TLB generation, and TLB
+// entries are read through per-entry sequence counters. One mutex guards the registers, TLB
+// fills and flushes, and the fault latch; it is never held across a memory access. A TLB miss
+// reads the PTE without the lock and inserts it only if no invalidation happened meanwhile
+// (the generation of its snapshot still current), so an invalidation is never undone by a
+// fill that started before it. ReadReg and WriteReg therefore never wait for memory. The L2
+// has its own locking (see package l2); the MMU never holds its own lock while calling the L2
+// or the Backing, and the OnWrite hook is called with no lock held.
 package gpummu

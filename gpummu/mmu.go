@@ -29,9 +29,9 @@ const (
 	// (logged), and addresses past that fault as outside.
 	MaxGARTPages = 16 << 20
 
-	// MaxTLBEntries bounds the translation cache of each VMID (memory, and the cost of a
-	// flush). When full, the oldest entry is replaced (first in, first out), so the TLB never
-	// grows with the guest's working set.
+	// MaxTLBEntries bounds the translation cache of each VMID (memory). It is direct-mapped:
+	// page p's entry replaces whatever page p-MaxTLBEntries·k was cached, so the TLB never
+	// grows with the guest's working set. A power of two.
 	MaxTLBEntries = 8192
 
 	// MaxCacheOpPages bounds the GART pages one CacheOp translates one by one (256 MiB). A
@@ -55,10 +55,11 @@ type MMU struct {
 	log      *slog.Logger
 	onWrite  atomic.Pointer[func()]
 
-	mu          sync.Mutex // registers, decoded GART, TLBs, fault latch; never held across memory
+	mu          sync.Mutex // registers, decoded GART, TLB fills and flushes, fault latch; never held across memory
 	regs        gartRegs
 	gart        gart
-	gen         uint64 // bumped whenever translations are dropped; a TLB fill from an older gen is discarded
+	gen         uint64                   // bumped whenever translations are dropped; a TLB fill from an older gen is discarded
+	view        atomic.Pointer[gartView] // gart and gen as of the last change, for translation without mu
 	tlb         [NumVMIDs]tlb
 	faultStatus uint32
 	faultAddr   uint64
@@ -106,40 +107,6 @@ func decodeGART(r gartRegs) (g gart, clamped bool) {
 	return g, clamped
 }
 
-// tlb caches valid GART entries by page number.
-type tlb struct {
-	entries map[uint64]uint64 // page → PTE
-	fifo    []uint64          // pages in insertion order, for replacement when full
-	next    int               // fifo slot to replace next
-}
-
-func (t *tlb) get(page uint64) (uint64, bool) {
-	pte, ok := t.entries[page]
-	return pte, ok
-}
-
-func (t *tlb) put(page, pte uint64) {
-	if t.entries == nil {
-		t.entries = make(map[uint64]uint64)
-	}
-	if _, ok := t.entries[page]; ok {
-		t.entries[page] = pte
-		return
-	}
-	if len(t.fifo) < MaxTLBEntries {
-		t.fifo = append(t.fifo, page)
-	} else {
-		delete(t.entries, t.fifo[t.next])
-		t.fifo[t.next] = page
-		t.next = (t.next + 1) % MaxTLBEntries
-	}
-	t.entries[page] = pte
-}
-
-func (t *tlb) flush() {
-	t.entries, t.fifo, t.next = nil, nil, 0
-}
-
 // New returns an MMU over cache c and memory b for vramSize bytes of VRAM (rounded down to
 // whole pages). c may be nil: every access then goes straight to b. The GMC registers start at
 // their reset values (GART disabled, no fault latched). A nil log discards messages.
@@ -150,6 +117,7 @@ func New(c *l2.Cache, b l2.Backing, vramSize uint64, log *slog.Logger) *MMU {
 	vramSize = min(vramSize, vaLimit-abi.GPU_FB_BASE) &^ pageMask
 	m := &MMU{cache: c, b: b, vramSize: vramSize, log: log, rl: ratelog.New(log, 0, 10)}
 	m.gart, _ = decodeGART(m.regs)
+	m.publish()
 	return m
 }
 
@@ -244,18 +212,15 @@ func (m *MMU) translate(a engine.Access, va uint64, write, checkPerm bool) (xlat
 		return xlat{pa: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: (va - abi.GPU_FB_BASE) &^ pageMask}}, abi.VM_FAULT_NONE
 	}
 	page := va >> pageShift
-	m.mu.Lock()
-	g, gen := m.gart, m.gen
+	v := m.view.Load()
+	g, gen := v.g, v.gen
 	if g.empty || page < g.startPage || page > g.endPage {
-		m.mu.Unlock()
 		return xlat{}, abi.VM_FAULT_OUTSIDE
 	}
 	if !g.enabled {
-		m.mu.Unlock()
 		return xlat{}, abi.VM_FAULT_GART_DISABLED
 	}
 	pte, hit := m.tlb[a.VMID].get(page)
-	m.mu.Unlock()
 
 	if hit {
 		m.stats.tlbHits.Add(1)
@@ -490,11 +455,9 @@ func (m *MMU) Stats() Stats {
 		TLBMisses:    m.stats.tlbMisses.Load(),
 		TLBFlushes:   m.stats.tlbFlushes.Load(),
 	}
-	m.mu.Lock()
 	for i := range m.tlb {
-		s.TLBEntries += len(m.tlb[i].entries)
+		s.TLBEntries += m.tlb[i].size()
 	}
-	m.mu.Unlock()
 	return s
 }
 
@@ -506,8 +469,20 @@ func (m *MMU) flushTLBs(mask uint32) {
 		}
 	}
 	m.gen++
+	m.publish()
 	m.stats.tlbFlushes.Add(1)
 }
+
+// gartView is what translation reads without m.mu: the decoded GART and the TLB generation
+// it belongs to (a fill checks, under m.mu, that the generation has not moved since).
+type gartView struct {
+	g   gart
+	gen uint64
+}
+
+// publish makes the current GART configuration and generation visible to translation.
+// Called with m.mu held (or before the MMU is shared), after every change of either.
+func (m *MMU) publish() { m.view.Store(&gartView{g: m.gart, gen: m.gen}) }
 
 // Reset returns the GMC to its power-on state: GART disabled and unprogrammed, no cached
 // translation, no latched fault. The L2 is not touched (its owner resets it); counters stay.

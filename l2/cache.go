@@ -217,6 +217,12 @@ func (c *Cache) access(slot int, pa engine.PhysAddr, va uint64, p []byte, write 
 		return err
 	}
 	addr := pa.Addr
+	if addr&lineMask+uint64(len(p)) <= LineBytes { // inside one line: the usual engine access
+		if len(p) == 0 {
+			return nil
+		}
+		return c.accessLine(slot, pa.Domain, addr, va, p, write)
+	}
 	for len(p) > 0 {
 		n := min(uint64(len(p)), LineBytes-addr&lineMask)
 		if err := c.accessLine(slot, pa.Domain, addr, va, p[:n], write); err != nil {

@@ -608,3 +608,17 @@ func TestConcurrentQueues(t *testing.T) {
 		t.Errorf("unexpected final stats %+v", s)
 	}
 }
+
+func TestByteMask(t *testing.T) {
+	for off := uint64(0); off < LineBytes; off++ {
+		for n := uint64(1); off+n <= LineBytes; n++ {
+			var want [2]uint64
+			for i := off; i < off+n; i++ {
+				want[i/64] |= 1 << (i % 64)
+			}
+			if got := byteMask(off, n); got != want {
+				t.Fatalf("byteMask(%d, %d) = %#x, want %#x", off, n, got, want)
+			}
+		}
+	}
+}

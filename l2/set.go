@@ -78,20 +78,15 @@ func (l *line) dirtyByte(i uint64) bool { return l.dirty[i/64]&(1<<(i%64)) != 0 
 
 // byteMask is the dirty mask of bytes [off, off+n) of a line (n > 0, off+n <= LineBytes).
 func byteMask(off, n uint64) [2]uint64 {
-	return [2]uint64{wordMask(off, off+n, 0), wordMask(off, off+n, 64)}
+	end := off + n
+	return [2]uint64{
+		below(min(end, 64)) &^ below(min(off, 64)),
+		below(max(end, 64)-64) &^ below(max(off, 64)-64),
+	}
 }
 
-func wordMask(start, end, base uint64) uint64 {
-	s, e := max(start, base), min(end, base+64)
-	if s >= e {
-		return 0
-	}
-	m := ^uint64(0)
-	if e-s < 64 {
-		m = 1<<(e-s) - 1
-	}
-	return m << (s - base)
-}
+// below is the mask of bits [0, k), k <= 64 (a shift by 64 is 0 in Go, so 64 gives all ones).
+func below(k uint64) uint64 { return 1<<k - 1 }
 
 // slotBits is the width of the per-line writer mask: slots 0..62 have their own bit, every
 // other slot number (including negative ones used by non-queue clients) shares bit 63.
@@ -123,9 +118,14 @@ type set struct {
 	_ [(64 - unsafeSizeofSetState%64) % 64]byte
 }
 
+// find returns the line of k, or nil. A line found is moved to the front, so an engine
+// hitting the same line again finds it first (the order means nothing else: LRU is by used).
 func (s *set) find(k key) *line {
-	for _, l := range s.lines {
+	for i, l := range s.lines {
 		if l.key == k {
+			if i > 0 {
+				s.lines[0], s.lines[i] = l, s.lines[0]
+			}
 			return l
 		}
 	}
