@@ -192,6 +192,9 @@ func (c *Cache) Strict() bool { return c.strict.Load() }
 // address of p[0]; both are used only for strict-mode reports. An access may span lines (the
 // MMU passes at most one page). Errors come from the Backing, unwrapped.
 func (c *Cache) Read(slot int, pa engine.PhysAddr, va uint64, p []byte) error {
+	if inOneLine(pa, len(p)) {
+		return c.accessLine(slot, pa.Domain, pa.Addr, va, p, false)
+	}
 	return c.access(slot, pa, va, p, false)
 }
 
@@ -199,7 +202,16 @@ func (c *Cache) Read(slot int, pa engine.PhysAddr, va uint64, p []byte) error {
 // modified, and marked dirty with slot as a writer. Memory sees the data only on write-back
 // (WriteBack, Invalidate, Apply) or eviction.
 func (c *Cache) Write(slot int, pa engine.PhysAddr, va uint64, p []byte) error {
+	if inOneLine(pa, len(p)) {
+		return c.accessLine(slot, pa.Domain, pa.Addr, va, p, true)
+	}
 	return c.access(slot, pa, va, p, true)
+}
+
+// inOneLine reports whether an access of n > 0 bytes at pa lies inside one line of a known
+// domain (the usual engine access, served without splitting).
+func inOneLine(pa engine.PhysAddr, n int) bool {
+	return pa.Domain < engine.NumDomains && n > 0 && pa.Addr&lineMask+uint64(n) <= LineBytes
 }
 
 func checkAccess(pa engine.PhysAddr, n int) error {
@@ -217,12 +229,6 @@ func (c *Cache) access(slot int, pa engine.PhysAddr, va uint64, p []byte, write 
 		return err
 	}
 	addr := pa.Addr
-	if addr&lineMask+uint64(len(p)) <= LineBytes { // inside one line: the usual engine access
-		if len(p) == 0 {
-			return nil
-		}
-		return c.accessLine(slot, pa.Domain, addr, va, p, write)
-	}
 	for len(p) > 0 {
 		n := min(uint64(len(p)), LineBytes-addr&lineMask)
 		if err := c.accessLine(slot, pa.Domain, addr, va, p[:n], write); err != nil {
