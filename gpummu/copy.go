@@ -9,10 +9,11 @@ import (
 	"vgpu/l2"
 )
 
-// maxPTEBatch bounds the GART entries a copy reads from the table at once (one 512-byte
-// read, 256 KiB of GPU addresses): enough that the table read costs nothing beside the copy,
-// small enough that the batch lives on the stack.
-const maxPTEBatch = 64
+// maxPTEBatch bounds the pages of one run (2 MiB) and the GART entries a copy reads from the
+// table at once (one 4 KiB read). Runs that long keep large copies single memory copies (Go's
+// copy switches to non-temporal stores for large sizes); the batch array is only on the
+// stack of a TLB miss.
+const maxPTEBatch = PageSize / abi.PTE_BYTES
 
 // maxTLBFillPerRun: a run that read more GART entries than this does not cache them.
 const maxTLBFillPerRun = 16
@@ -218,7 +219,7 @@ func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
 	if len(ptes) > 1 && g.tableValid {
 		addr := g.tableAddr + (first-g.startPage)*abi.PTE_BYTES
 		size := uint64(len(ptes)) * abi.PTE_BYTES
-		var buf [maxPTEBatch * abi.PTE_BYTES]byte
+		var buf [PageSize]byte
 		if g.tableDomain != engine.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
 			if m.b.ReadPhys(g.tableDomain, addr, buf[:size]) == nil {
 				got := uint64(0)
