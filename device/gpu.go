@@ -167,10 +167,15 @@ func (b physBacking) CopyPhys(dst, src engine.PhysAddr, n uint64) error {
 		}
 		return nil
 	}
-	if !b.d.vramGate.enter() {
+	at := dst.Addr
+	if dst.Domain != engine.DomainVRAM {
+		at = src.Addr
+	}
+	stripe, in := b.d.vramGate.enter(at)
+	if !in {
 		return l2.ErrNotDirect
 	}
-	defer b.d.vramGate.exit()
+	defer b.d.vramGate.exit(stripe)
 	var ok bool
 	switch {
 	case src.Domain == engine.DomainVRAM && dst.Domain == engine.DomainVRAM:
@@ -203,10 +208,11 @@ var (
 
 // withVRAM runs f on the VRAM bytes [addr, addr+n) inside the VRAM gate.
 func (b physBacking) withVRAM(addr uint64, n int, f func([]byte)) error {
-	if !b.d.vramGate.enter() {
+	stripe, in := b.d.vramGate.enter(addr)
+	if !in {
 		return errDeviceGone
 	}
-	defer b.d.vramGate.exit()
+	defer b.d.vramGate.exit(stripe)
 	v, err := b.vram(addr, n)
 	if err != nil {
 		return err

@@ -99,28 +99,53 @@ func (d *Device) dropClientMemory() {
 
 // engineGate lets Close unmap VRAM only once no engine goroutine is copying to or from it: an
 // engine's VRAM access enters the gate, Close shuts it and waits for those inside. It costs
-// two atomic adds per access.
+// two atomic adds per access, on one of gateStripes counters chosen by the VRAM address (each
+// on its own cache line), so engines working on different parts of VRAM do not contend.
 type engineGate struct {
-	inside atomic.Int64
-	shut   atomic.Bool
+	stripes [gateStripes]struct {
+		inside atomic.Int64
+		_      [56]byte
+	}
+	shut atomic.Bool
 }
 
-func (g *engineGate) enter() bool {
-	g.inside.Add(1)
+// gateStripes counters, by 1 MiB of VRAM address.
+const (
+	gateStripes     = 16
+	gateStripeShift = 20
+)
+
+// enter admits an access to VRAM at addr, or refuses it (false) once the gate is shut; an
+// admitted access calls exit with the stripe enter returned.
+func (g *engineGate) enter(addr uint64) (int, bool) {
+	i := int(addr >> gateStripeShift % gateStripes)
+	in := &g.stripes[i].inside
+	in.Add(1)
 	if g.shut.Load() {
-		g.inside.Add(-1)
-		return false
+		in.Add(-1)
+		return i, false
+	}
+	return i, true
+}
+
+func (g *engineGate) exit(stripe int) { g.stripes[stripe].inside.Add(-1) }
+
+// empty reports whether no access is inside. After shut, an access that enters backs out at
+// once, so a stripe read non-zero only transiently is caught by the next look.
+func (g *engineGate) empty() bool {
+	for i := range g.stripes {
+		if g.stripes[i].inside.Load() != 0 {
+			return false
+		}
 	}
 	return true
 }
-
-func (g *engineGate) exit() { g.inside.Add(-1) }
 
 // close shuts the gate and waits up to timeout for accesses inside it; false if some remain.
 func (g *engineGate) close(timeout time.Duration) bool {
 	g.shut.Store(true)
 	deadline := time.Now().Add(timeout)
-	for g.inside.Load() != 0 {
+	for !g.empty() {
 		if time.Now().After(deadline) {
 			return false
 		}
