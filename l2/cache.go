@@ -324,6 +324,7 @@ func (c *Cache) insert(s *set, k key) *line {
 	}
 	l.key, l.busy, l.leaving, l.dirty, l.writers = k, true, false, [2]uint64{}, 0
 	s.lines = append(s.lines, l)
+	s.held.Store(int32(len(s.lines)))
 	c.areas[stripeOf(k.domain, k.addr>>areaShift)].Add(1)
 	return l
 }
@@ -337,6 +338,7 @@ func (c *Cache) remove(s *set, l *line, resident bool) {
 			s.lines[i] = s.lines[last]
 			s.lines[last] = nil
 			s.lines = s.lines[:last]
+			s.held.Store(int32(last))
 			break
 		}
 	}
@@ -525,6 +527,7 @@ func (c *Cache) Reset() {
 			}
 		}
 		s.lines, s.spare = nil, nil
+		s.held.Store(0)
 		s.clock, s.hits, s.misses = 0, 0, 0
 		s.mu.Unlock()
 	}

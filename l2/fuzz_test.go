@@ -180,6 +180,10 @@ func (c *Cache) checkInvariants() error {
 	for i := range c.sets {
 		s := &c.sets[i]
 		s.mu.Lock()
+		if int(s.held.Load()) != len(s.lines) {
+			s.mu.Unlock()
+			return fmt.Errorf("set %d: held %d, %d lines", i, s.held.Load(), len(s.lines))
+		}
 		if len(s.lines) > c.ways || s.leaving != 0 {
 			s.mu.Unlock()
 			return fmt.Errorf("set %d holds %d lines (%d leaving), ways %d", i, len(s.lines), s.leaving, c.ways)

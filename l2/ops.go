@@ -156,6 +156,9 @@ func (c *Cache) collect(r *Range) []key {
 	}
 	for i := range c.sets {
 		s := &c.sets[i]
+		if s.held.Load() == 0 {
+			continue // empty now; a line filled meanwhile may or may not be included anyway
+		}
 		s.mu.Lock()
 		for _, l := range s.lines {
 			if r == nil || l.key.domain == r.Domain && l.key.addr >= first && l.key.addr <= lastLine {

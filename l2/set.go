@@ -2,6 +2,7 @@ package l2
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"vgpu/engine"
@@ -109,6 +110,9 @@ type setState struct {
 	leaving int    // lines being evicted (busy, still findable)
 	hits    uint64
 	misses  uint64
+	// held is len(lines), written under mu and readable without it, so a whole-cache
+	// operation passes over empty sets without taking their locks.
+	held atomic.Int32
 }
 
 // set pads setState to whole cache lines: neighbouring sets serve neighbouring lines, often
