@@ -268,6 +268,7 @@ var Blocks = []Block{
 			{Name: "FENCES", Offset: 0x4C, Access: RO, Doc: "RELEASE_MEM fences written by this queue since it was started."},
 		},
 	},
+	vmBlock, vmContextBlock, vmInvalidateBlock,
 	{
 		Name: "CONFIG", Base: 0x8000, Size: 0x20,
 		Doc: "Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0).",
