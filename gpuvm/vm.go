@@ -152,14 +152,13 @@ func (v *VM) Reset() {
 
 // counters are the VM's statistics (atomics: the hot path updates them without v.mu).
 type counters struct {
-	translations, tlbHits, tlbMisses, pdeHits, tableReads atomic.Uint64
-	defaultPage, prt, retryIVs, retryWaits, camFullWaits  atomic.Uint64
-	bogusAcks, invalidations, staleUses, staleRaces       atomic.Uint64
+	tlbHits, tlbMisses, pdeHits, tableReads              atomic.Uint64
+	defaultPage, prt, retryIVs, retryWaits, camFullWaits atomic.Uint64
+	bogusAcks, invalidations, staleUses, staleRaces      atomic.Uint64
 }
 
 // Stats counts the VM's work and the guest's mistakes.
 type Stats struct {
-	Translations  uint64 // Translate calls
 	TLBHits       uint64
 	TLBMisses     uint64 // walks
 	PDECacheHits  uint64 // walks that started below the root from a cached PDE
@@ -179,7 +178,7 @@ type Stats struct {
 // Stats returns the counters.
 func (v *VM) Stats() Stats {
 	s := Stats{
-		Translations: v.stats.translations.Load(), TLBHits: v.stats.tlbHits.Load(),
+		TLBHits:   v.stats.tlbHits.Load(),
 		TLBMisses: v.stats.tlbMisses.Load(), PDECacheHits: v.stats.pdeHits.Load(),
 		TableReads: v.stats.tableReads.Load(), Faults: v.faults.Load(),
 		DefaultPage: v.stats.defaultPage.Load(), PRT: v.stats.prt.Load(),
