@@ -125,6 +125,17 @@ func (v *VM) SetVMID0Flush(f func()) {
 	v.flush0.Store(&f)
 }
 
+// PASID returns the PASID table's entry for vmid (0 for a VMID out of range): IVs of work in
+// that VMID carry it.
+func (v *VM) PASID(vmid int) uint16 {
+	if vmid < 0 || vmid >= NumVMIDs {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return uint16(v.regs.pasid[vmid])
+}
+
 func (v *VM) sendIV(iv engine.IV) {
 	if f := v.sink.Load(); f != nil {
 		(*f)(iv)
