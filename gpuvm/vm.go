@@ -161,6 +161,15 @@ func (v *VM) Reset() {
 	}
 }
 
+// DropRetryFaults frees every retry-CAM entry and releases their waiters (which replay):
+// the engines' outstanding work is forgotten when the client goes, while the configuration
+// (contexts, PASID table, policies) and the caches stay, as for a disconnect elsewhere.
+func (v *VM) DropRetryFaults() {
+	v.mu.Lock()
+	v.cam.releaseAll()
+	v.mu.Unlock()
+}
+
 // counters are the VM's statistics (atomics: updated without v.mu). TLB hits and walks are
 // counted per context, under its lock (vmContext).
 type counters struct {
