@@ -40,7 +40,7 @@ func (v *VM) Translate(a engine.Access, va uint64, write bool) (Translation, err
 		return Translation{}, ErrNotProcessVMID
 	}
 	c := v.cfg[a.VMID].Load()
-	e, f, va, rel := v.lookup(a, c, va, write)
+	e, f, va, rel := v.lookup(a, c, va, write, true)
 	if f.k == classNone {
 		f = permission(a, e.pte, write)
 	}
@@ -62,7 +62,7 @@ func (v *VM) Probe(vmid int, va uint64) (t Translation, ok bool) {
 		return Translation{}, false
 	}
 	c := v.cfg[vmid].Load()
-	e, f, va, rel := v.lookup(engine.Access{VMID: vmid, Slot: -1}, c, va, false)
+	e, f, va, rel := v.lookup(engine.Access{VMID: vmid, Slot: -1}, c, va, false, false)
 	if f.k != classNone {
 		return Translation{}, false
 	}
@@ -71,8 +71,9 @@ func (v *VM) Probe(vmid int, va uint64) (t Translation, ok bool) {
 
 // lookup finds the translation of va: from the TLB, else by a walk (from the deepest cached
 // PDE) whose result is cached unless an invalidation happened meanwhile. It returns the
-// canonical va and its offset into the context's range.
-func (v *VM) lookup(a engine.Access, c *ctxConfig, va uint64, write bool) (tlbEntry, walkFault, uint64, uint64) {
+// canonical va and its offset into the context's range. Strict mode checks only accesses
+// (access true), not cache maintenance.
+func (v *VM) lookup(a engine.Access, c *ctxConfig, va uint64, write, access bool) (tlbEntry, walkFault, uint64, uint64) {
 	if !c.enabled {
 		return tlbEntry{}, walkFault{k: classDisabled}, va, 0
 	}
@@ -97,7 +98,7 @@ func (v *VM) lookup(a engine.Access, c *ctxConfig, va uint64, write bool) (tlbEn
 		}
 	}
 	cx.mu.Unlock()
-	strict := v.strict.Load()
+	strict := access && v.strict.Load()
 	if hit {
 		if strict {
 			v.checkStale(a, c, cx, gen, va, rel, e, write)
