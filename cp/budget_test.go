@@ -3,6 +3,7 @@ package cp_test
 import (
 	"sync/atomic"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/cp"
@@ -12,7 +13,7 @@ import (
 // concurrency wraps a Memory and records the most calls in progress at once: with
 // MaxRunning n, no more than n queue goroutines may be executing.
 type concurrency struct {
-	cp.Memory
+	engine.Memory
 	now, peak atomic.Int32
 }
 
@@ -22,13 +23,13 @@ func (m *concurrency) enter() {
 	}
 }
 
-func (m *concurrency) Read(a cp.Access, va uint64, p []byte) error {
+func (m *concurrency) Read(a engine.Access, va uint64, p []byte) error {
 	m.enter()
 	defer m.now.Add(-1)
 	return m.Memory.Read(a, va, p)
 }
 
-func (m *concurrency) Write(a cp.Access, va uint64, p []byte) error {
+func (m *concurrency) Write(a engine.Access, va uint64, p []byte) error {
 	m.enter()
 	defer m.now.Add(-1)
 	return m.Memory.Write(a, va, p)

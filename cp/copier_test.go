@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
 )
 
-// copierMem adds cp.Copier to the test memory: Copy is Read+Write, recorded; failAt makes a
+// copierMem adds engine.Copier to the test memory: Copy is Read+Write, recorded; failAt makes a
 // Copy fail with an error that names that address.
 type copierMem struct {
 	*cptest.Memory
@@ -26,7 +27,7 @@ func (e *copyFault) Error() string          { return fmt.Sprintf("copy fault at 
 func (e *copyFault) TranslationFault() bool { return true }
 func (e *copyFault) FaultAddress() uint64   { return e.va }
 
-func (m *copierMem) Copy(a cp.Access, dst, src, n uint64) error {
+func (m *copierMem) Copy(a engine.Access, dst, src, n uint64) error {
 	m.mu.Lock()
 	m.calls = append(m.calls, fmt.Sprintf("%#x<-%#x+%#x bypass=%v", dst, src, n, a.Bypass))
 	failAt := m.failAt

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
@@ -14,9 +15,9 @@ import (
 // CP is the command processor: NumSlots hardware queues, each run by its own goroutine while
 // active. See the package comment for the threading contract.
 type CP struct {
-	mem                Memory
+	mem                engine.Memory
 	regs               Registers
-	irq                Interrupts
+	irq                engine.Interrupts
 	limiter            *ratelog.Limiter // every log line
 	gpuClock, sysClock func() uint64
 	maxIB              int

@@ -6,12 +6,12 @@
 //
 // # Boundaries
 //
-// cp imports abi and ratelog only. What crosses its boundary is defined here, as small mirrors
-// of the GPU-core types (docs/design.md) so cp builds and is tested on its own: Access
-// (gpummu.Access), CacheOp (l2.Op; a size of CacheAll means every line), IV (irq.IV), and the
-// interfaces Memory (gpummu.MMU), Registers (the register file, by dword offset) and
-// Interrupts (irq.IH). The device wires real parts with thin adapters. Tests use cptest's
-// stand-ins.
+// cp imports abi, engine and ratelog only. What crosses its boundary is package engine's
+// contract, shared with every engine and the memory side (docs/design.md): engine.Access,
+// engine.CacheOp (a size of engine.CacheAll means every line), engine.IV, and the interfaces
+// engine.Memory (gpummu.MMU in the device; an engine.Copier too), engine.Interrupts (irq.IH)
+// and cp's own Registers (the register file, by dword offset). The device passes the real
+// parts in directly; tests use cptest's stand-ins.
 //
 // # Data flow
 //
@@ -214,8 +214,8 @@
 // refused activations) goes through one ratelog.Limiter (Config.Limiter; default a limiter
 // on Config.Log) under a fixed key; Stats.LogLines/LogSuppressed sum cp's keys. Sources: CP_ERROR_RESERVED_BITS → IH_SRC_CP_RESERVED_BITS;
 // TRANSLATION, MEMORY, BAD_REGISTER, RING_CONFIG → IH_SRC_CP_GPF; BAD_OPCODE, BAD_PACKET,
-// IB_DEPTH, IB_LIMIT → IH_SRC_CP_BAD_OPCODE. A Memory error that has TranslationFault()
-// returning true is CP_ERROR_TRANSLATION, any other CP_ERROR_MEMORY; a Registers error is
+// IB_DEPTH, IB_LIMIT → IH_SRC_CP_BAD_OPCODE. A Memory error that is (or wraps) an
+// engine.TranslationFaulter reporting true is CP_ERROR_TRANSLATION, any other CP_ERROR_MEMORY; a Registers error is
 // CP_ERROR_BAD_REGISTER. Other queues are not affected.
 //
 // # Bounds

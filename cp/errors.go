@@ -3,6 +3,7 @@ package cp
 import (
 	"errors"
 	"fmt"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -54,11 +55,11 @@ func badRegister(why string, err error) error {
 	return &fault{code: abi.CP_ERROR_BAD_REGISTER, why: why, err: err}
 }
 
-// memFault classifies a Memory error: a translation fault (the error, or one it wraps, has
-// TranslationFault() returning true) or any other access failure.
+// memFault classifies a Memory error: a translation fault (the error, or one it wraps, is an
+// engine.TranslationFaulter reporting true) or any other access failure.
 func memFault(err error, va uint64) error {
 	code := uint32(abi.CP_ERROR_MEMORY)
-	var tf interface{ TranslationFault() bool }
+	var tf engine.TranslationFaulter
 	if errors.As(err, &tf) && tf.TranslationFault() {
 		code = abi.CP_ERROR_TRANSLATION
 	}

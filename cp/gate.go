@@ -3,6 +3,7 @@ package cp
 import (
 	"errors"
 	"sync/atomic"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -69,7 +70,7 @@ func (q *queue) read(bypass bool, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.Read(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
+	if err := q.mem.Read(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
 		return memFault(err, va)
 	}
 	return nil
@@ -79,20 +80,21 @@ func (q *queue) write(bypass bool, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.Write(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
+	if err := q.mem.Write(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
 		return memFault(err, va)
 	}
 	return nil
 }
 
-// copyVia is Copier.Copy; an error naming its address (FaultAddress) is reported there.
-func (q *queue) copyVia(c Copier, bypass bool, dst, src, n uint64) error {
+// copyVia is engine.Copier.Copy; an error naming its address (engine.FaultAddresser) is
+// reported there.
+func (q *queue) copyVia(c engine.Copier, bypass bool, dst, src, n uint64) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := c.Copy(Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, dst, src, n); err != nil {
+	if err := c.Copy(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, dst, src, n); err != nil {
 		va := src
-		var at interface{ FaultAddress() uint64 }
+		var at engine.FaultAddresser
 		if errors.As(err, &at) {
 			va = at.FaultAddress()
 		}
@@ -101,11 +103,11 @@ func (q *queue) copyVia(c Copier, bypass bool, dst, src, n uint64) error {
 	return nil
 }
 
-func (q *queue) cacheOp(op CacheOp, va, size uint64) error {
+func (q *queue) cacheOp(op engine.CacheOp, va, size uint64) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.CacheOp(Access{VMID: q.vmid, Slot: q.slot}, op, va, size); err != nil {
+	if err := q.mem.CacheOp(engine.Access{VMID: q.vmid, Slot: q.slot}, op, va, size); err != nil {
 		return memFault(err, va)
 	}
 	return nil
@@ -140,7 +142,7 @@ func (q *queue) readReg(r uint32) (uint32, error) {
 	return v, nil
 }
 
-func (q *queue) push(iv IV) error {
+func (q *queue) push(iv engine.IV) error {
 	if !q.open() {
 		return errRevoked
 	}

@@ -3,6 +3,7 @@ package cp_test
 import (
 	"fmt"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/cp"
@@ -43,7 +44,7 @@ func start(t testing.TB, slot int, cfg ...func(*cp.Config)) (*cptest.Rig, *cptes
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
 // wantIV checks one IV field by field.
-func wantIV(t *testing.T, got, want cp.IV) {
+func wantIV(t *testing.T, got, want engine.IV) {
 	t.Helper()
 	if got != want {
 		t.Errorf("unexpected IV (-want +got):\n- %+v\n+ %+v", want, got)
@@ -51,7 +52,7 @@ func wantIV(t *testing.T, got, want cp.IV) {
 }
 
 // haltIV is the IV a halt with code at addr (header info) raises from slot.
-func haltIV(slot int, code uint32, addr uint64, info uint32) cp.IV {
+func haltIV(slot int, code uint32, addr uint64, info uint32) engine.IV {
 	src := uint8(abi.IH_SRC_CP_BAD_OPCODE)
 	switch code {
 	case abi.CP_ERROR_RESERVED_BITS:
@@ -59,7 +60,7 @@ func haltIV(slot int, code uint32, addr uint64, info uint32) cp.IV {
 	case abi.CP_ERROR_TRANSLATION, abi.CP_ERROR_MEMORY, abi.CP_ERROR_BAD_REGISTER, abi.CP_ERROR_RING_CONFIG:
 		src = abi.IH_SRC_CP_GPF
 	}
-	return cp.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: src, RingID: cp.RingID(slot),
+	return engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: src, RingID: cp.RingID(slot),
 		Data: [4]uint32{code, uint32(addr), uint32(addr >> 32), info}}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -323,14 +324,14 @@ func (q *queue) indirectBuffer(count uint32, p []byte) error {
 // cacheActions performs the GL2 part of a GCR request on [va, va+size) (CacheAll: every
 // line): write-back and/or invalidate, then discard. GLM/GLV/GL1/GLK/GLI have no model.
 func (q *queue) cacheActions(wb, inv, discard bool, va, size uint64) error {
-	var op CacheOp
+	var op engine.CacheOp
 	switch {
 	case wb && inv:
-		op = CacheWBInv
+		op = engine.CacheWBInv
 	case wb:
-		op = CacheWB
+		op = engine.CacheWB
 	case inv:
-		op = CacheInv
+		op = engine.CacheInv
 	}
 	if op != 0 {
 		if err := q.cacheOp(op, va, size); err != nil {
@@ -338,7 +339,7 @@ func (q *queue) cacheActions(wb, inv, discard bool, va, size uint64) error {
 		}
 	}
 	if discard {
-		return q.cacheOp(CacheDiscard, va, size)
+		return q.cacheOp(engine.CacheDiscard, va, size)
 	}
 	return nil
 }
@@ -371,7 +372,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		return badPacket("RELEASE_MEM address not aligned to its data")
 	}
 	if err := q.cacheActions(d1&abi.PM4_RELEASE_MEM_GCR_GL2_WB_MASK != 0, d1&abi.PM4_RELEASE_MEM_GCR_GL2_INV_MASK != 0,
-		d1&abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK != 0, 0, CacheAll); err != nil {
+		d1&abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK != 0, 0, engine.CacheAll); err != nil {
 		return err
 	}
 	if dataSel != releaseDataNone {
@@ -394,7 +395,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		q.fences.Add(1)
 	}
 	if intSel != releaseIntNone {
-		return q.push(IV{
+		return q.push(engine.IV{
 			Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.vmid),
 			Data: [4]uint32{dw(p, 7)},
 		})
@@ -412,7 +413,7 @@ func (q *queue) acquireMem(count uint32, p []byte) error {
 	if gcr&acquireGCRReserved != 0 {
 		return reserved("ACQUIRE_MEM GCR_CNTL [31:19]")
 	}
-	va, size := uint64(0), CacheAll
+	va, size := uint64(0), engine.CacheAll
 	sizeLo, sizeHi := dw(p, 2), dw(p, 3)&0xFF
 	if field(gcr, abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE_MASK, abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE__SHIFT) == acquireRangeRange &&
 		(sizeLo != 0xFFFFFFFF || sizeHi != 0xFF) {
@@ -630,7 +631,7 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
 // copyMem copies n bytes from src to dst a chunk at a time (forward; overlapping ranges get
 // chunk-wise results, as undefined on hardware).
 func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n uint64) error {
-	if c, ok := q.mem.(Copier); ok && srcBypass == dstBypass {
+	if c, ok := q.mem.(engine.Copier); ok && srcBypass == dstBypass {
 		for off, units := uint64(0), 0; off < n; {
 			if !q.chunkDone(units) {
 				return errStop

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/cp"
@@ -347,7 +348,7 @@ func TestReleaseMem(t *testing.T) {
 				if !r.IVs.Wait(1, cptest.Timeout) {
 					t.Fatal("no IV")
 				}
-				wantIV(t, r.IVs.All()[0], cp.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP,
+				wantIV(t, r.IVs.All()[0], engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP,
 					RingID: cp.RingID(1), Data: [4]uint32{tc.pkt.CtxID}})
 			} else if r.IVs.Len() != 0 {
 				t.Errorf("INT_SEL 0 raised %+v", r.IVs.All())

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -18,7 +19,7 @@ import (
 type queue struct {
 	c      *CP
 	h      *hqd
-	mem    Memory
+	mem    engine.Memory
 	slot   int
 	ringID uint8
 	vmid   int
@@ -525,7 +526,7 @@ func (q *queue) report(f *fault, addr uint64, info uint32) {
 		attrs = append(attrs, "cause", f.err)
 	}
 	q.c.limiter.Warn(logKeyHalt, "cp: queue halted", attrs...)
-	_ = q.push(IV{
+	_ = q.push(engine.IV{
 		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.vmid),
 		Data: [4]uint32{f.code, uint32(addr), uint32(addr >> 32), info},
 	})

@@ -3,78 +3,11 @@ package cp
 import (
 	"log/slog"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
 )
-
-// Access says how one engine memory access reaches memory. It mirrors gpummu.Access; the
-// device glue converts it (cp imports only abi, see the package comment).
-type Access struct {
-	VMID   int  // address space of the access (the queue's HQD_VMID)
-	Slot   int  // hardware queue slot that makes the access (for fault and L2 reports)
-	Bypass bool // cache policy BYPASS: straight to memory, not through L2
-}
-
-// CacheOp is an L2 maintenance action requested by RELEASE_MEM or ACQUIRE_MEM. It mirrors
-// l2.Op; the device glue converts it.
-type CacheOp uint8
-
-const (
-	CacheWB      CacheOp = iota + 1 // write back dirty lines, keep them valid
-	CacheInv                        // invalidate lines (dirty data is written back first)
-	CacheWBInv                      // write back, then invalidate
-	CacheDiscard                    // drop lines without writing them back
-)
-
-// CacheAll, as the size of a Memory.CacheOp call, means "every line" (the va is then 0); any
-// other size is a GPU address range [va, va+size).
-const CacheAll = ^uint64(0)
-
-func (o CacheOp) String() string {
-	switch o {
-	case CacheWB:
-		return "WB"
-	case CacheInv:
-		return "INV"
-	case CacheWBInv:
-		return "WB_INV"
-	case CacheDiscard:
-		return "DISCARD"
-	}
-	return "?"
-}
-
-// IV is one interrupt vector as the CP produces it. It mirrors irq.IV; the device glue
-// converts it. Data[0..3] become IV dwords 4..7 (AMD SRC_DATA[0..3]).
-type IV struct {
-	Client, Source, RingID, VMID uint8
-	PASID                        uint16
-	Data                         [4]uint32
-}
-
-// Memory is the GPU address space as engines see it (gpummu.MMU in the device).
-//
-// Errors are access failures; an error that has a method `TranslationFault() bool` returning
-// true halts the queue with CP_ERROR_TRANSLATION, any other error with CP_ERROR_MEMORY.
-// Write implementations are expected to notify parked queues (CP.Wake) themselves.
-type Memory interface {
-	Read(a Access, va uint64, p []byte) error
-	Write(a Access, va uint64, p []byte) error
-	CacheOp(a Access, op CacheOp, va, size uint64) error
-	// FenceCheck is called before a RELEASE_MEM data write, after its cache actions: strict
-	// L2 mode reports dirty lines written by slot that the fence would publish too early.
-	FenceCheck(slot int, va uint64)
-}
-
-// Copier is an optional interface of a Memory: copy n bytes from GPU address src to GPU
-// address dst with access a, as Read into a buffer followed by Write would (same permissions,
-// faults and wake-ups), but without the bounce buffer where the memory allows. DMA_DATA and
-// the copy kernel use it when the Memory has it and both sides share a cache policy. An error
-// with a method `FaultAddress() uint64` names the GPU address that failed (for reports).
-type Copier interface {
-	Copy(a Access, dst, src uint64, n uint64) error
-}
 
 // Registers is the register BAR as packets reach it, by dword offset (the device's register
 // file). An error means the packet may not touch that register: CP_ERROR_BAD_REGISTER.
@@ -83,17 +16,11 @@ type Registers interface {
 	WriteReg(dw uint32, v uint32) error
 }
 
-// Interrupts receives the CP's interrupt vectors (irq.IH in the device). Push must not block
-// on anything a queue goroutine does.
-type Interrupts interface {
-	Push(iv IV)
-}
-
 // Config wires a CP. Memory, Registers and Interrupts are required.
 type Config struct {
-	Memory     Memory
+	Memory     engine.Memory // an engine.Copier too gives DMA_DATA and kernels one-copy moves
 	Registers  Registers
-	Interrupts Interrupts
+	Interrupts engine.Interrupts
 	Log        *slog.Logger // nil: discard
 	// Limiter rate-limits every log line a guest can trigger (halts, ignored writes, queues
 	// that do not stop). nil: a limiter with ratelog's defaults writing to Log.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/bars"
@@ -279,11 +280,11 @@ func (d *Device) DMAMap(m vfiouser.DMAMapping) error {
 func (d *Device) DMAUnmap(iova, size uint64, all bool) error {
 	if all {
 		d.mem.UnmapAll()
-		d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: 0, Size: math.MaxUint64})
+		d.gpu.cache.DropLost(&l2.Range{Domain: engine.DomainSystem, Addr: 0, Size: math.MaxUint64})
 		return nil
 	}
 	d.mem.Unmap(iova, size)
-	d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: iova, Size: size})
+	d.gpu.cache.DropLost(&l2.Range{Domain: engine.DomainSystem, Addr: iova, Size: size})
 	return nil
 }
 

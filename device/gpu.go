@@ -3,19 +3,19 @@ package device
 import (
 	"errors"
 	"fmt"
-	"syscall"
 
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/dma"
+	"vgpu/engine"
 	"vgpu/gpummu"
 	"vgpu/irq"
 	"vgpu/l2"
 )
 
 // gpu is the GPU core behind the register blocks: the L2 model, the memory controller, the
-// interrupt handler ring and the command processor, wired together with small adapters
-// (cp defines its own narrow types so that it depends on nothing but abi).
+// interrupt handler ring and the command processor. They share package engine's types, so the
+// CP uses the MMU and the IH directly.
 type gpu struct {
 	cache *l2.Cache
 	mmu   *gpummu.MMU
@@ -36,9 +36,9 @@ func (d *Device) newGPU() {
 	g.ih = irq.NewIH(ihMemory{g.mmu}, d.raiseVector, d.log.With("part", "ih"))
 	g.ih.SetLimiter(d.rl)
 	g.cp = cp.New(cp.Config{
-		Memory:     engineMemory{g.mmu},
+		Memory:     g.mmu,
 		Registers:  registerPort{d},
-		Interrupts: interruptPort{g.ih},
+		Interrupts: g.ih,
 		Log:        d.log.With("part", "cp"),
 		Limiter:    d.rl,
 	})
@@ -117,29 +117,29 @@ func (d *Device) routeDoorbell(index int, value uint64) {
 // ReadDirect/WriteDirect are its never-waiting path (l2.DirectBacking).
 type physBacking struct{ d *Device }
 
-func (b physBacking) ReadPhys(dom l2.Domain, addr uint64, p []byte) error {
-	if dom == l2.DomainSystem {
+func (b physBacking) ReadPhys(dom engine.Domain, addr uint64, p []byte) error {
+	if dom == engine.DomainSystem {
 		return b.d.mem.Read(addr, p)
 	}
 	return b.withVRAM(addr, len(p), func(v []byte) { copy(p, v) })
 }
 
-func (b physBacking) WritePhys(dom l2.Domain, addr uint64, p []byte) error {
-	if dom == l2.DomainSystem {
+func (b physBacking) WritePhys(dom engine.Domain, addr uint64, p []byte) error {
+	if dom == engine.DomainSystem {
 		return b.d.mem.Write(addr, p)
 	}
 	return b.withVRAM(addr, len(p), func(v []byte) { copy(v, p) })
 }
 
-func (b physBacking) ReadDirect(dom l2.Domain, addr uint64, p []byte) error {
-	if dom == l2.DomainSystem {
+func (b physBacking) ReadDirect(dom engine.Domain, addr uint64, p []byte) error {
+	if dom == engine.DomainSystem {
 		return notDirect(b.d.mem.ReadDirect(addr, p))
 	}
 	return b.ReadPhys(dom, addr, p)
 }
 
-func (b physBacking) WriteDirect(dom l2.Domain, addr uint64, p []byte) error {
-	if dom == l2.DomainSystem {
+func (b physBacking) WriteDirect(dom engine.Domain, addr uint64, p []byte) error {
+	if dom == engine.DomainSystem {
 		return notDirect(b.d.mem.WriteDirect(addr, p))
 	}
 	return b.WritePhys(dom, addr, p)
@@ -157,11 +157,11 @@ func notDirect(err error) error {
 // mmapped by dma.Space. dma.Space takes its read lock once per copy (never nested), checks Bus
 // Master and permissions, and declines message-served mappings; any refusal is
 // l2.ErrNotDirect, and the caller then takes the page-by-page path that reports it.
-func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
+func (b physBacking) CopyPhys(dst, src engine.PhysAddr, n uint64) error {
 	if n > uint64(maxInt) {
 		return l2.ErrNotDirect
 	}
-	if src.Domain == l2.DomainSystem && dst.Domain == l2.DomainSystem {
+	if src.Domain == engine.DomainSystem && dst.Domain == engine.DomainSystem {
 		if !b.d.mem.CopyWithin(dst.Addr, src.Addr, n) {
 			return l2.ErrNotDirect
 		}
@@ -173,17 +173,17 @@ func (b physBacking) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
 	defer b.d.vramGate.exit()
 	var ok bool
 	switch {
-	case src.Domain == l2.DomainVRAM && dst.Domain == l2.DomainVRAM:
+	case src.Domain == engine.DomainVRAM && dst.Domain == engine.DomainVRAM:
 		s, err1 := b.vram(src.Addr, int(n))
 		d, err2 := b.vram(dst.Addr, int(n))
 		if ok = err1 == nil && err2 == nil; ok {
 			copy(d, s)
 		}
-	case src.Domain == l2.DomainSystem && dst.Domain == l2.DomainVRAM:
+	case src.Domain == engine.DomainSystem && dst.Domain == engine.DomainVRAM:
 		if d, err := b.vram(dst.Addr, int(n)); err == nil {
 			ok = b.d.mem.CopyOut(d, src.Addr)
 		}
-	case src.Domain == l2.DomainVRAM && dst.Domain == l2.DomainSystem:
+	case src.Domain == engine.DomainVRAM && dst.Domain == engine.DomainSystem:
 		if s, err := b.vram(src.Addr, int(n)); err == nil {
 			ok = b.d.mem.CopyIn(dst.Addr, s)
 		}
@@ -224,60 +224,11 @@ func (b physBacking) vram(addr uint64, n int) ([]byte, error) {
 	return mem[addr : addr+uint64(n)], nil
 }
 
-// engineMemory adapts gpummu to cp.Memory.
-type engineMemory struct{ mmu *gpummu.MMU }
-
-func access(a cp.Access) gpummu.Access {
-	return gpummu.Access{VMID: a.VMID, Slot: a.Slot, Bypass: a.Bypass}
-}
-
-func (m engineMemory) Read(a cp.Access, va uint64, p []byte) error {
-	return m.mmu.Read(access(a), va, p)
-}
-
-func (m engineMemory) Write(a cp.Access, va uint64, p []byte) error {
-	return m.mmu.Write(access(a), va, p)
-}
-
-// Copy is cp.Copier: DMA_DATA copies take gpummu's direct path.
-func (m engineMemory) Copy(a cp.Access, dst, src, n uint64) error {
-	return m.mmu.Copy(access(a), dst, src, n)
-}
-
-func (m engineMemory) CacheOp(a cp.Access, op cp.CacheOp, va, size uint64) error {
-	var o l2.Op
-	switch op {
-	case cp.CacheWB:
-		o = l2.OpWriteBack
-	case cp.CacheInv:
-		o = l2.OpInvalidate
-	case cp.CacheWBInv:
-		o = l2.OpWriteBackInvalidate
-	case cp.CacheDiscard:
-		o = l2.OpDiscard
-	default:
-		return fmt.Errorf("cache op %v: %w", op, syscall.EINVAL)
-	}
-	if size == cp.CacheAll {
-		size = gpummu.CacheAll
-	}
-	return m.mmu.CacheOp(access(a), o, va, size)
-}
-
-func (m engineMemory) FenceCheck(slot int, va uint64) { m.mmu.FenceCheck(slot, va) }
-
 // ihMemory is the IH ring's path to memory: VMID 0, never cached.
 type ihMemory struct{ mmu *gpummu.MMU }
 
 func (m ihMemory) Write(va uint64, p []byte) error {
-	return m.mmu.Write(gpummu.Access{Bypass: true, Slot: -1}, va, p)
-}
-
-// interruptPort adapts irq.IH to cp.Interrupts.
-type interruptPort struct{ ih *irq.IH }
-
-func (p interruptPort) Push(iv cp.IV) {
-	p.ih.Push(irq.IV{Client: iv.Client, Source: iv.Source, RingID: iv.RingID, VMID: iv.VMID, PASID: iv.PASID, Data: iv.Data})
+	return m.mmu.Write(engine.Access{Bypass: true, Slot: -1}, va, p)
 }
 
 // errNotForPackets refuses a packet's access to a register it may not touch.
@@ -360,5 +311,4 @@ func (g *gpu) diagnostics() gpuDiagnostics {
 var (
 	_ l2.DirectCopier  = physBacking{}
 	_ l2.DirectBacking = physBacking{}
-	_ cp.Copier        = engineMemory{}
 )

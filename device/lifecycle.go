@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/l2"
 )
@@ -92,8 +93,8 @@ func (d *Device) resetState() {
 // dropClientMemory keeps what the L2 holds of VRAM and drops what it holds of the departing
 // client's memory (see the contract above).
 func (d *Device) dropClientMemory() {
-	d.gpu.cache.WriteBack(&l2.Range{Domain: l2.DomainVRAM, Addr: 0, Size: d.cfg.VRAMSize})
-	d.gpu.cache.DropLost(&l2.Range{Domain: l2.DomainSystem, Addr: 0, Size: math.MaxUint64})
+	d.gpu.cache.WriteBack(&l2.Range{Domain: engine.DomainVRAM, Addr: 0, Size: d.cfg.VRAMSize})
+	d.gpu.cache.DropLost(&l2.Range{Domain: engine.DomainSystem, Addr: 0, Size: math.MaxUint64})
 }
 
 // engineGate lets Close unmap VRAM only once no engine goroutine is copying to or from it: an

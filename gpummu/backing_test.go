@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"vgpu/engine"
 
 	"vgpu/abi"
-	"vgpu/l2"
 )
 
 var errTestFault = errors.New("test backing: injected failure")
@@ -20,25 +20,25 @@ var errTestFault = errors.New("test backing: injected failure")
 type memBacking struct {
 	mu         sync.Mutex
 	mem        [2][]byte
-	fail       func(d l2.Domain, addr uint64, n int, write bool) error
+	fail       func(d engine.Domain, addr uint64, n int, write bool) error
 	accesses   int
 	violations []string
 }
 
 func newMem(sys, vram int) *memBacking {
 	m := &memBacking{}
-	m.mem[l2.DomainSystem] = make([]byte, sys)
-	m.mem[l2.DomainVRAM] = make([]byte, vram)
+	m.mem[engine.DomainSystem] = make([]byte, sys)
+	m.mem[engine.DomainVRAM] = make([]byte, vram)
 	return m
 }
 
-func (m *memBacking) access(d l2.Domain, addr uint64, p []byte, write bool) error {
+func (m *memBacking) access(d engine.Domain, addr uint64, p []byte, write bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.accesses++
 	n := uint64(len(p))
 	switch {
-	case d > l2.DomainVRAM:
+	case d > engine.DomainVRAM:
 		m.violations = append(m.violations, fmt.Sprintf("domain %d", d))
 		return errors.New("test backing: bad domain")
 	case n == 0 || addr > math.MaxUint64-n:
@@ -54,7 +54,7 @@ func (m *memBacking) access(d l2.Domain, addr uint64, p []byte, write bool) erro
 	}
 	mem := m.mem[d]
 	if addr+n > uint64(len(mem)) {
-		if d == l2.DomainVRAM {
+		if d == engine.DomainVRAM {
 			m.violations = append(m.violations, fmt.Sprintf("VRAM access beyond its end: %#x+%d", addr, n))
 		}
 		return fmt.Errorf("test backing: %v:%#x+%d out of range", d, addr, n)
@@ -67,28 +67,28 @@ func (m *memBacking) access(d l2.Domain, addr uint64, p []byte, write bool) erro
 	return nil
 }
 
-func (m *memBacking) ReadPhys(d l2.Domain, addr uint64, p []byte) error {
+func (m *memBacking) ReadPhys(d engine.Domain, addr uint64, p []byte) error {
 	return m.access(d, addr, p, false)
 }
 
-func (m *memBacking) WritePhys(d l2.Domain, addr uint64, p []byte) error {
+func (m *memBacking) WritePhys(d engine.Domain, addr uint64, p []byte) error {
 	return m.access(d, addr, p, true)
 }
 
 // cpuWrite and cpuRead touch memory as the host CPU does (no cache, no accounting).
-func (m *memBacking) cpuWrite(d l2.Domain, addr uint64, p []byte) {
+func (m *memBacking) cpuWrite(d engine.Domain, addr uint64, p []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	copy(m.mem[d][addr:], p)
 }
 
-func (m *memBacking) cpuRead(d l2.Domain, addr uint64, n int) []byte {
+func (m *memBacking) cpuRead(d engine.Domain, addr uint64, n int) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]byte(nil), m.mem[d][addr:addr+uint64(n)]...)
 }
 
-func (m *memBacking) putPTE(d l2.Domain, table uint64, idx int, pte uint64) {
+func (m *memBacking) putPTE(d engine.Domain, table uint64, idx int, pte uint64) {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], pte)
 	m.cpuWrite(d, table+uint64(idx)*8, b[:])

@@ -3,6 +3,7 @@ package gpummu
 import (
 	"encoding/binary"
 	"sync"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/l2"
@@ -27,7 +28,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufBytes); retu
 // memory copy when the backing memory offers it (l2.DirectCopier); any other run goes through
 // the L2 page by page. If anything was written it then calls the OnWrite hook. Overlapping
 // ranges give chunk-wise results, as undefined on hardware.
-func (m *MMU) Copy(a Access, dst, src, n uint64) error {
+func (m *MMU) Copy(a engine.Access, dst, src, n uint64) error {
 	written, err := m.copy(a, dst, src, n)
 	if written {
 		if f := m.onWrite.Load(); f != nil {
@@ -37,7 +38,7 @@ func (m *MMU) Copy(a Access, dst, src, n uint64) error {
 	return err
 }
 
-func (m *MMU) copy(a Access, dst, src, n uint64) (written bool, err error) {
+func (m *MMU) copy(a engine.Access, dst, src, n uint64) (written bool, err error) {
 	for n > 0 {
 		sx, sn, reason := m.translateRun(a, src, n, false)
 		if reason != abi.VM_FAULT_NONE {
@@ -63,12 +64,12 @@ func (m *MMU) copy(a Access, dst, src, n uint64) (written bool, err error) {
 }
 
 // copyDirect tries the one-copy path for a pair of translated runs of n bytes.
-func (m *MMU) copyDirect(a Access, dx, sx xlat, n uint64) bool {
+func (m *MMU) copyDirect(a engine.Access, dx, sx xlat, n uint64) bool {
 	if m.cache != nil && (!(a.Bypass || sx.uc) || !(a.Bypass || dx.uc)) {
 		return false // a cached side goes through the L2
 	}
 	for _, x := range [2]xlat{dx, sx} {
-		if x.pa.Domain == l2.DomainVRAM && (x.pa.Addr >= m.vramSize || n > m.vramSize-x.pa.Addr) {
+		if x.pa.Domain == engine.DomainVRAM && (x.pa.Addr >= m.vramSize || n > m.vramSize-x.pa.Addr) {
 			return false // the slow path reports ErrBeyondVRAM for the right page
 		}
 	}
@@ -85,7 +86,7 @@ func (m *MMU) copyDirect(a Access, dx, sx xlat, n uint64) bool {
 }
 
 // copySlow copies n bytes through a bounce buffer with Read and Write.
-func (m *MMU) copySlow(a Access, dst, src, n uint64) (written bool, err error) {
+func (m *MMU) copySlow(a engine.Access, dst, src, n uint64) (written bool, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -110,14 +111,14 @@ func (m *MMU) copySlow(a Access, dst, src, n uint64) (written bool, err error) {
 // A reason other than VM_FAULT_NONE is the fault of va's own page; a later page that faults
 // only ends the run (it is reported when the copy reaches it). GART entries read here are
 // read a table page at a time.
-func (m *MMU) translateRun(a Access, va, max uint64, write bool) (x xlat, n uint64, reason uint32) {
+func (m *MMU) translateRun(a engine.Access, va, max uint64, write bool) (x xlat, n uint64, reason uint32) {
 	if va >= vaLimit || a.VMID != 0 {
 		return xlat{}, 0, abi.VM_FAULT_OUTSIDE
 	}
 	max = min(max, vaLimit)
 	if m.inFB(va) {
 		off := va - abi.GPU_FB_BASE
-		return xlat{pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: off}}, min(max, m.vramSize-off), abi.VM_FAULT_NONE
+		return xlat{pa: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: off}}, min(max, m.vramSize-off), abi.VM_FAULT_NONE
 	}
 	first := va >> pageShift
 	want := min((va&pageMask+max+pageMask)>>pageShift, maxPTEBatch) // pages the range touches
@@ -208,7 +209,7 @@ func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
 		addr := g.tableAddr + (first-g.startPage)*abi.PTE_BYTES
 		size := uint64(len(ptes)) * abi.PTE_BYTES
 		var buf [PageSize]byte
-		if g.tableDomain != l2.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
+		if g.tableDomain != engine.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
 			if m.b.ReadPhys(g.tableDomain, addr, buf[:size]) == nil {
 				got := uint64(0)
 				for got < uint64(len(ptes)) {
@@ -248,11 +249,11 @@ func permReason(pte uint64, write bool) uint32 {
 // pteXlat decodes a valid PTE into the translation of its page.
 func pteXlat(pte uint64) xlat {
 	x := xlat{
-		pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: pte & abi.PTE_ADDRESS_MASK},
+		pa: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: pte & abi.PTE_ADDRESS_MASK},
 		uc: (pte&abi.PTE_MTYPE_MASK)>>abi.PTE_MTYPE__SHIFT == abi.PTE_MTYPE_UC,
 	}
 	if pte&abi.PTE_SYSTEM_MASK != 0 {
-		x.pa.Domain = l2.DomainSystem
+		x.pa.Domain = engine.DomainSystem
 	}
 	return x
 }

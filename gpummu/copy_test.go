@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/l2"
@@ -18,10 +19,10 @@ type directMem struct {
 	copies atomic.Int64
 }
 
-func (m *directMem) CopyPhys(dst, src l2.PhysAddr, n uint64) error {
+func (m *directMem) CopyPhys(dst, src engine.PhysAddr, n uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ok := func(pa l2.PhysAddr, write bool) bool {
+	ok := func(pa engine.PhysAddr, write bool) bool {
 		mem := m.mem[pa.Domain]
 		if pa.Addr > uint64(len(mem)) || n > uint64(len(mem))-pa.Addr {
 			return false
@@ -42,7 +43,7 @@ func newCopyWorld(t *testing.T, direct bool) (*world, *directMem) {
 	w := newWorld(t)
 	for d := range 2 {
 		for i := range w.mem.mem[d] {
-			if d == int(l2.DomainSystem) && i >= sysTable && i < sysTable+gartPages*8 {
+			if d == int(engine.DomainSystem) && i >= sysTable && i < sysTable+gartPages*8 {
 				continue // the GART table
 			}
 			w.mem.mem[d][i] = byte(i*7+i>>9) ^ byte(d*0x55)
@@ -57,11 +58,11 @@ func newCopyWorld(t *testing.T, direct bool) (*world, *directMem) {
 }
 
 func TestCopy(t *testing.T) {
-	bypass := Access{Slot: 2, Bypass: true}
-	cached := Access{Slot: 2}
+	bypass := engine.Access{Slot: 2, Bypass: true}
+	cached := engine.Access{Slot: 2}
 	tests := []struct {
 		name     string
-		a        Access
+		a        engine.Access
 		dst, src uint64
 		n        uint64
 		setup    func(w *world)
@@ -83,13 +84,13 @@ func TestCopy(t *testing.T) {
 		{name: "invalid-source-page-later", a: bypass, dst: fb + 0x80000, src: page(1), n: 2 * PageSize, direct: 1, reason: abi.VM_FAULT_INVALID_PTE},
 		{name: "invalid-destination", a: bypass, dst: page(9), src: fb, n: 16, reason: abi.VM_FAULT_INVALID_PTE},
 		{name: "outside-gart", a: bypass, dst: fb, src: page(gartPages), n: 16, reason: abi.VM_FAULT_OUTSIDE},
-		{name: "vmid-1", a: Access{VMID: 1, Bypass: true}, dst: fb, src: fb + 0x1000, n: 16, reason: abi.VM_FAULT_OUTSIDE},
+		{name: "vmid-1", a: engine.Access{VMID: 1, Bypass: true}, dst: fb, src: fb + 0x1000, n: 16, reason: abi.VM_FAULT_OUTSIDE},
 		{name: "beyond-vram", a: bypass, dst: fb, src: page(6), n: 16, reason: abi.VM_FAULT_BACKING},
 		{name: "fb-runs-past-vram-end", a: bypass, dst: fb + vramSize - 8, src: fb, n: 16, direct: 1, reason: abi.VM_FAULT_OUTSIDE},
 		{name: "unmapped-system", a: bypass, dst: fb, src: page(7), n: 16, reason: abi.VM_FAULT_BACKING},
 		{name: "backing-refuses", a: bypass, dst: fb, src: page(10), n: 16, reason: abi.VM_FAULT_BACKING, setup: func(w *world) {
-			w.mem.fail = func(d l2.Domain, addr uint64, n int, write bool) error {
-				if d == l2.DomainSystem && addr >= 0x30000 {
+			w.mem.fail = func(d engine.Domain, addr uint64, n int, write bool) error {
+				if d == engine.DomainSystem && addr >= 0x30000 {
 					return errTestFault // Bus Master off, say
 				}
 				return nil
@@ -185,10 +186,10 @@ func TestCopyNoCache(t *testing.T) {
 	m := New(nil, dm, vramSize, nil)
 	w.mmu = m
 	w.program(gartStart, page(gartPages)-1, sysTable|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
-	if err := m.Copy(Access{}, fb+0x80000, page(10), 2*PageSize); err != nil {
+	if err := m.Copy(engine.Access{}, fb+0x80000, page(10), 2*PageSize); err != nil {
 		t.Fatal(err)
 	}
-	if dm.copies.Load() != 1 || !bytes.Equal(dm.mem[l2.DomainVRAM][0x80000:0x82000], dm.mem[l2.DomainSystem][0x3a000:0x3c000]) {
+	if dm.copies.Load() != 1 || !bytes.Equal(dm.mem[engine.DomainVRAM][0x80000:0x82000], dm.mem[engine.DomainSystem][0x3a000:0x3c000]) {
 		t.Fatal("cacheless copy did not take the direct path or copied wrong data")
 	}
 }
@@ -196,7 +197,7 @@ func TestCopyNoCache(t *testing.T) {
 // TestCopyTLB: a copy fills the TLB for short runs and uses it; a GART change is seen.
 func TestCopyTLB(t *testing.T) {
 	w, _ := newCopyWorld(t, true)
-	a := Access{Bypass: true}
+	a := engine.Access{Bypass: true}
 	if err := w.mmu.Copy(a, fb+0x80000, page(10), 4*PageSize); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestCopyTLB(t *testing.T) {
 		t.Errorf("second copy: %d misses %d hits, want 0 and 4", after.TLBMisses-before.TLBMisses, after.TLBHits-before.TLBHits)
 	}
 	// Retarget page 11 to read-only without invalidating: the TLB still allows the write...
-	w.mem.putPTE(l2.DomainSystem, sysTable, 11, sysPTE(0x3b000, abi.PTE_VALID_MASK|abi.PTE_READABLE_MASK))
+	w.mem.putPTE(engine.DomainSystem, sysTable, 11, sysPTE(0x3b000, abi.PTE_VALID_MASK|abi.PTE_READABLE_MASK))
 	if err := w.mmu.Copy(a, page(10), fb, 2*PageSize); err != nil {
 		t.Fatalf("stale TLB entry: %v", err)
 	}
@@ -238,8 +239,8 @@ func TestCopyConcurrent(t *testing.T) {
 		opSize   = 0x30000
 	)
 	w, dm := newCopyWorld(t, true)
-	s1 := w.mem.cpuRead(l2.DomainSystem, 0x3a000, copySize) // page(10): system RW, contiguous
-	s2 := w.mem.cpuRead(l2.DomainVRAM, 0x10000, copySize)
+	s1 := w.mem.cpuRead(engine.DomainSystem, 0x3a000, copySize) // page(10): system RW, contiguous
+	s2 := w.mem.cpuRead(engine.DomainVRAM, 0x10000, copySize)
 	inverted := func(p []byte) []byte {
 		q := make([]byte, len(p))
 		for i := range p {
@@ -247,7 +248,7 @@ func TestCopyConcurrent(t *testing.T) {
 		}
 		return q
 	}
-	bypass, cached := Access{Slot: 1, Bypass: true}, Access{Slot: 1}
+	bypass, cached := engine.Access{Slot: 1, Bypass: true}, engine.Access{Slot: 1}
 
 	var wg sync.WaitGroup
 	var failed atomic.Bool
@@ -255,7 +256,7 @@ func TestCopyConcurrent(t *testing.T) {
 		failed.Store(true)
 		t.Errorf(format, args...)
 	}
-	check := func(what string, a Access, va uint64, want []byte) bool {
+	check := func(what string, a engine.Access, va uint64, want []byte) bool {
 		got := make([]byte, len(want))
 		if err := w.mmu.Read(a, va, got); err != nil {
 			fail("%s: read back: %v", what, err)
@@ -292,7 +293,7 @@ func TestCopyConcurrent(t *testing.T) {
 				}
 				if i%2 == 1 {
 					// Drop the lines the check allocated, so the next round is direct again.
-					if err := w.mmu.CacheOp(Access{}, l2.OpWriteBackInvalidate, d1, copySize); err != nil {
+					if err := w.mmu.CacheOp(engine.Access{}, engine.CacheWBInv, d1, copySize); err != nil {
 						fail("copier 1 round %d: flush: %v", i, err)
 						return
 					}
@@ -302,7 +303,7 @@ func TestCopyConcurrent(t *testing.T) {
 		// Cached copies VRAM → VRAM, always through the L2.
 		func() {
 			poison := inverted(s2)
-			a := Access{Slot: 2}
+			a := engine.Access{Slot: 2}
 			for i := range rounds {
 				if err := w.mmu.Write(a, d2, poison); err != nil {
 					fail("copier 2 round %d: poison: %v", i, err)
@@ -319,7 +320,7 @@ func TestCopyConcurrent(t *testing.T) {
 		},
 		// Cached writes, each to its own dword, each read back at once.
 		func() {
-			a := Access{Slot: 3}
+			a := engine.Access{Slot: 3}
 			for i := range wLines * wWords {
 				var v [4]byte
 				binary.LittleEndian.PutUint32(v[:], uint32(i+1))
@@ -345,11 +346,11 @@ func TestCopyConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			op := l2.OpWriteBack
+			op := engine.CacheWB
 			if i%2 == 1 {
-				op = l2.OpWriteBackInvalidate
+				op = engine.CacheWBInv
 			}
-			if err := w.mmu.CacheOp(Access{}, op, opBase, opSize); err != nil {
+			if err := w.mmu.CacheOp(engine.Access{}, op, opBase, opSize); err != nil {
 				fail("cache op %v: %v", op, err)
 				return
 			}
@@ -375,7 +376,7 @@ func TestCopyConcurrent(t *testing.T) {
 		t.Errorf("%d one-copy copies, want %d..%d (every even round of copier 1, maybe odd ones)", got, rounds/2, rounds)
 	}
 	// Memory itself, once every dirty line is written back, holds every result.
-	if err := w.mmu.CacheOp(Access{}, l2.OpWriteBack, opBase, opSize); err != nil {
+	if err := w.mmu.CacheOp(engine.Access{}, engine.CacheWB, opBase, opSize); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []struct {
@@ -383,13 +384,13 @@ func TestCopyConcurrent(t *testing.T) {
 		addr uint64
 		want []byte
 	}{{"copier 1 destination", d1 - fb, s1}, {"copier 2 destination", d2 - fb, s2}} {
-		if i := firstDiff(w.mem.cpuRead(l2.DomainVRAM, m.addr, len(m.want)), m.want); i >= 0 {
+		if i := firstDiff(w.mem.cpuRead(engine.DomainVRAM, m.addr, len(m.want)), m.want); i >= 0 {
 			t.Errorf("%s in memory differs at byte %#x", m.what, i)
 		}
 	}
 	for i := range wLines * wWords {
 		off := wBase - fb + uint64(i%wLines)*lineSize + uint64(i/wLines)*4
-		if got := binary.LittleEndian.Uint32(w.mem.cpuRead(l2.DomainVRAM, off, 4)); got != uint32(i+1) {
+		if got := binary.LittleEndian.Uint32(w.mem.cpuRead(engine.DomainVRAM, off, 4)); got != uint32(i+1) {
 			t.Errorf("write %d lost: memory at %#x holds %#x, want %#x", i, off, got, i+1)
 		}
 	}

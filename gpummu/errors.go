@@ -3,9 +3,9 @@ package gpummu
 import (
 	"errors"
 	"fmt"
+	"vgpu/engine"
 
 	"vgpu/abi"
-	"vgpu/l2"
 )
 
 // Fault is a translation fault: the GPU address has no usable translation. It is a guest
@@ -32,8 +32,8 @@ func (f *Fault) TranslationFault() bool { return true }
 // beyond VRAM), or a dirty line that could not be written back. It is latched like a fault, with
 // reason VM_FAULT_BACKING; the engine stops with CP_ERROR_MEMORY.
 type AccessError struct {
-	VA    uint64      // GPU address of the failed piece
-	PA    l2.PhysAddr // where it translated
+	VA    uint64          // GPU address of the failed piece
+	PA    engine.PhysAddr // where it translated
 	Write bool
 	Err   error // the backing's (or the cache's) error
 }
@@ -57,6 +57,10 @@ func (f *Fault) FaultAddress() uint64 { return f.VA }
 // ErrBeyondVRAM is the cause of an AccessError for a VRAM address at or past the end of VRAM
 // (a GART entry pointing there); the Backing is never asked.
 var ErrBeyondVRAM = errors.New("gpummu: address beyond the end of VRAM")
+
+// ErrCacheOp is CacheOp's error for a value that is no engine.CacheOp (an engine bug: packets'
+// cache fields are decoded by the engine).
+var ErrCacheOp = errors.New("gpummu: unknown cache operation")
 
 func dir(write bool) string {
 	if write {

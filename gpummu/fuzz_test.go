@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/l2"
@@ -81,9 +82,9 @@ func FuzzGART(f *testing.F) {
 		// Entries: at(6) of them from the input (raw, but with the top bit clear the address
 		// is pulled into memory); the rest valid, readable and writeable, alternating system
 		// and VRAM pages, every fourth one UC.
-		d := l2.DomainVRAM
+		d := engine.DomainVRAM
 		if tableSys {
-			d = l2.DomainSystem
+			d = engine.DomainSystem
 		}
 		fromInput := int(at(6)) % (fuzzEntries + 1)
 		pos := 7
@@ -146,7 +147,7 @@ func FuzzGART(f *testing.F) {
 				va = uint64(a2)<<40 | uint64(a3)<<20 | uint64(a1)
 			}
 			length := 1 + int(a3)*37%fuzzMaxLen
-			acc := Access{Slot: int(a1 >> 4), Bypass: a1&8 != 0}
+			acc := engine.Access{Slot: int(a1 >> 4), Bypass: a1&8 != 0}
 			if a2 == 0xFF {
 				acc.VMID = int(a3)
 			}
@@ -160,7 +161,7 @@ func FuzzGART(f *testing.F) {
 				if a1&4 != 0 {
 					size = uint64(a2) << 30 // large: whole GART, whole-cache fallback
 				}
-				checkErr(n, m.CacheOp(acc, l2.Op(a2%8), va, size))
+				checkErr(n, m.CacheOp(acc, engine.CacheOp(a2%4+1), va, size))
 			case 3:
 				reg(uint32(a1%0x40)&^3+abi.BLOCK_GMC_BASE, uint32(a2)<<24|uint32(a3)<<8|uint32(a1))
 			case 4:
@@ -175,7 +176,7 @@ func FuzzGART(f *testing.F) {
 			}
 			_ = m.ReadReg(uint32(a1%0x40) &^ 3)
 		}
-		_ = m.CacheOp(Access{}, l2.OpWriteBackInvalidate, 0, CacheAll)
+		_ = m.CacheOp(engine.Access{}, engine.CacheWBInv, 0, engine.CacheAll)
 		if v := mem.violationList(); len(v) > 0 {
 			t.Fatalf("backing accesses out of bounds: %q", v)
 		}

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/l2"
@@ -39,22 +39,12 @@ const (
 	// which does more than asked but never loses data the guest did not give up.
 	MaxCacheOpPages = 65536
 
-	// CacheAll as the size of a CacheOp means the whole cache, like size 0.
-	CacheAll = math.MaxUint64
-
 	vaLimit = uint64(1) << abi.GPU_VA_BITS
 )
 
 // The page-shift arithmetic assumes 4 KiB pages.
 var _ [PageSize - 1<<pageShift]struct{}
 var _ [1<<pageShift - PageSize]struct{}
-
-// Access describes who accesses memory and how.
-type Access struct {
-	VMID   int
-	Slot   int  // hardware queue slot (fault reports, L2 strict mode)
-	Bypass bool // cache policy BYPASS: do not allocate in L2 (fences, IH, ring fetch)
-}
 
 // MMU translates GPU addresses of VMID 0 and performs engine memory accesses through the L2.
 // It also owns the GMC register block. All methods are safe for concurrent use.
@@ -90,7 +80,7 @@ type gart struct {
 	empty              bool   // END < START: no GART aperture
 	startPage, endPage uint64 // inclusive page numbers (GPU address >> 12)
 	tableValid         bool
-	tableDomain        l2.Domain
+	tableDomain        engine.Domain
 	tableAddr          uint64
 }
 
@@ -108,9 +98,9 @@ func decodeGART(r gartRegs) (g gart, clamped bool) {
 	}
 	pde := uint64(r.tableHi)<<32 | uint64(r.tableLo)
 	g.tableValid = pde&abi.PTE_VALID_MASK != 0
-	g.tableDomain = l2.DomainVRAM
+	g.tableDomain = engine.DomainVRAM
 	if pde&abi.PTE_SYSTEM_MASK != 0 {
-		g.tableDomain = l2.DomainSystem
+		g.tableDomain = engine.DomainSystem
 	}
 	g.tableAddr = pde & abi.PTE_ADDRESS_MASK
 	return g, clamped
@@ -182,14 +172,14 @@ func (m *MMU) SetOnWrite(f func()) {
 // translated and read through the L2 (or around it for Bypass and MTYPE_UC pages). It stops at
 // the first page that fails: a *Fault for a translation failure, an *AccessError when memory
 // refused; either is latched in GMC_VM_FAULT_*.
-func (m *MMU) Read(a Access, va uint64, p []byte) error {
+func (m *MMU) Read(a engine.Access, va uint64, p []byte) error {
 	_, err := m.access(a, va, p, false)
 	return err
 }
 
 // Write copies p to GPU address va, page by page like Read; pages before a failing one are
 // written. If anything was written it then calls the OnWrite hook.
-func (m *MMU) Write(a Access, va uint64, p []byte) error {
+func (m *MMU) Write(a engine.Access, va uint64, p []byte) error {
 	n, err := m.access(a, va, p, true)
 	if n > 0 {
 		if f := m.onWrite.Load(); f != nil {
@@ -199,7 +189,7 @@ func (m *MMU) Write(a Access, va uint64, p []byte) error {
 	return err
 }
 
-func (m *MMU) access(a Access, va uint64, p []byte, write bool) (int, error) {
+func (m *MMU) access(a engine.Access, va uint64, p []byte, write bool) (int, error) {
 	done := 0
 	for len(p) > 0 {
 		n := min(uint64(len(p)), PageSize-va&pageMask)
@@ -207,7 +197,7 @@ func (m *MMU) access(a Access, va uint64, p []byte, write bool) (int, error) {
 		if reason != abi.VM_FAULT_NONE {
 			return done, m.fault(a, va, write, reason)
 		}
-		pa := l2.PhysAddr{Domain: x.pa.Domain, Addr: x.pa.Addr + va&pageMask}
+		pa := engine.PhysAddr{Domain: x.pa.Domain, Addr: x.pa.Addr + va&pageMask}
 		if err := m.phys(a, x.uc, pa, va, p[:n], write); err != nil {
 			return done, m.accessError(a, va, pa, write, err)
 		}
@@ -219,8 +209,8 @@ func (m *MMU) access(a Access, va uint64, p []byte, write bool) (int, error) {
 }
 
 // phys performs one access inside one page.
-func (m *MMU) phys(a Access, uc bool, pa l2.PhysAddr, va uint64, p []byte, write bool) error {
-	if pa.Domain == l2.DomainVRAM && (pa.Addr >= m.vramSize || uint64(len(p)) > m.vramSize-pa.Addr) {
+func (m *MMU) phys(a engine.Access, uc bool, pa engine.PhysAddr, va uint64, p []byte, write bool) error {
+	if pa.Domain == engine.DomainVRAM && (pa.Addr >= m.vramSize || uint64(len(p)) > m.vramSize-pa.Addr) {
 		return ErrBeyondVRAM
 	}
 	switch {
@@ -240,18 +230,18 @@ func (m *MMU) phys(a Access, uc bool, pa l2.PhysAddr, va uint64, p []byte, write
 
 // xlat is a page translation.
 type xlat struct {
-	pa l2.PhysAddr // start of the physical page
-	uc bool        // MTYPE_UC: bypass L2
+	pa engine.PhysAddr // start of the physical page
+	uc bool            // MTYPE_UC: bypass L2
 }
 
 // translate maps the page of va. It returns abi.VM_FAULT_NONE or the fault reason; with
 // checkPerm false the PTE's R/W bits are not checked (cache operations).
-func (m *MMU) translate(a Access, va uint64, write, checkPerm bool) (xlat, uint32) {
+func (m *MMU) translate(a engine.Access, va uint64, write, checkPerm bool) (xlat, uint32) {
 	if va >= vaLimit || a.VMID != 0 {
 		return xlat{}, abi.VM_FAULT_OUTSIDE
 	}
 	if m.inFB(va) {
-		return xlat{pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: (va - abi.GPU_FB_BASE) &^ pageMask}}, abi.VM_FAULT_NONE
+		return xlat{pa: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: (va - abi.GPU_FB_BASE) &^ pageMask}}, abi.VM_FAULT_NONE
 	}
 	page := va >> pageShift
 	m.mu.Lock()
@@ -290,11 +280,11 @@ func (m *MMU) translate(a Access, va uint64, write, checkPerm bool) (xlat, uint3
 		}
 	}
 	x := xlat{
-		pa: l2.PhysAddr{Domain: l2.DomainVRAM, Addr: pte & abi.PTE_ADDRESS_MASK},
+		pa: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: pte & abi.PTE_ADDRESS_MASK},
 		uc: (pte&abi.PTE_MTYPE_MASK)>>abi.PTE_MTYPE__SHIFT == abi.PTE_MTYPE_UC,
 	}
 	if pte&abi.PTE_SYSTEM_MASK != 0 {
-		x.pa.Domain = l2.DomainSystem
+		x.pa.Domain = engine.DomainSystem
 	}
 	return x, abi.VM_FAULT_NONE
 }
@@ -312,7 +302,7 @@ func (m *MMU) readPTE(g gart, page uint64) (uint64, uint32) {
 	}
 	// page-startPage < MaxGARTPages and tableAddr < 2^48: no overflow.
 	addr := g.tableAddr + (page-g.startPage)*abi.PTE_BYTES
-	if g.tableDomain == l2.DomainVRAM && (addr >= m.vramSize || m.vramSize-addr < abi.PTE_BYTES) {
+	if g.tableDomain == engine.DomainVRAM && (addr >= m.vramSize || m.vramSize-addr < abi.PTE_BYTES) {
 		return 0, abi.VM_FAULT_TABLE
 	}
 	var buf [abi.PTE_BYTES]byte
@@ -327,14 +317,14 @@ func (m *MMU) readPTE(g gart, page uint64) (uint64, uint32) {
 }
 
 // fault latches and returns a translation fault.
-func (m *MMU) fault(a Access, va uint64, write bool, reason uint32) error {
+func (m *MMU) fault(a engine.Access, va uint64, write bool, reason uint32) error {
 	m.stats.faults.Add(1)
 	m.latch(a, va, write, reason, nil)
 	return &Fault{VA: va, VMID: a.VMID, Slot: a.Slot, Write: write, Reason: reason}
 }
 
 // accessError latches and returns a failed memory access.
-func (m *MMU) accessError(a Access, va uint64, pa l2.PhysAddr, write bool, err error) error {
+func (m *MMU) accessError(a engine.Access, va uint64, pa engine.PhysAddr, write bool, err error) error {
 	m.stats.accessErrors.Add(1)
 	m.latch(a, va, write, abi.VM_FAULT_BACKING, err)
 	return &AccessError{VA: va, PA: pa, Write: write, Err: err}
@@ -342,7 +332,7 @@ func (m *MMU) accessError(a Access, va uint64, pa l2.PhysAddr, write bool, err e
 
 // latch records a fault in GMC_VM_FAULT_STATUS/ADDR: the first since the last clear is kept,
 // later ones only set MORE. It also logs (rate-limited).
-func (m *MMU) latch(a Access, va uint64, write bool, reason uint32, err error) {
+func (m *MMU) latch(a engine.Access, va uint64, write bool, reason uint32, err error) {
 	m.mu.Lock()
 	first := m.faultStatus&abi.REG_GMC_VM_FAULT_STATUS__VALID_MASK == 0
 	if first {
@@ -375,16 +365,25 @@ func (m *MMU) FenceCheck(slot int, va uint64) {
 }
 
 // CacheOp applies op to the L2 lines that hold [va, va+size) for the accessing VMID. size 0 or
-// CacheAll means the whole cache. The range is translated page by page (the frame-buffer part
-// as one piece), contiguous physical pieces are merged, and pages without a translation are
-// skipped: nothing can be cached for them, and a cache action is not an access, so it does
-// not fault (nor check R/W permissions). A write-back failure is returned as an *AccessError
-// and latched (VM_FAULT_BACKING); the rest of the range is still processed.
-func (m *MMU) CacheOp(a Access, op l2.Op, va, size uint64) error {
+// engine.CacheAll means the whole cache. The range is translated page by page (the
+// frame-buffer part as one piece), contiguous physical pieces are merged, and pages without a
+// translation are skipped: nothing can be cached for them, and a cache action is not an
+// access, so it does not fault (nor check R/W permissions). A write-back failure is returned
+// as an *AccessError and latched (VM_FAULT_BACKING); the rest of the range is still
+// processed. An op that names no action is ErrCacheOp.
+func (m *MMU) CacheOp(a engine.Access, op engine.CacheOp, va, size uint64) error {
+	o, ok := l2.OpFor(op)
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrCacheOp, op)
+	}
+	return m.cacheOp(a, o, va, size)
+}
+
+func (m *MMU) cacheOp(a engine.Access, op l2.Op, va, size uint64) error {
 	if m.cache == nil || op == 0 {
 		return nil
 	}
-	if size == 0 || size == CacheAll {
+	if size == 0 || size == engine.CacheAll {
 		return m.apply(a, op, nil, va)
 	}
 	if va >= vaLimit || a.VMID != 0 {
@@ -400,7 +399,7 @@ func (m *MMU) CacheOp(a Access, op l2.Op, va, size uint64) error {
 	if m.vramSize > 0 {
 		lo, hi := max(va, abi.GPU_FB_BASE), min(last, abi.GPU_FB_BASE+m.vramSize-1)
 		if lo <= hi {
-			keep(m.apply(a, op, &l2.Range{Domain: l2.DomainVRAM, Addr: lo - abi.GPU_FB_BASE, Size: hi - lo + 1}, lo))
+			keep(m.apply(a, op, &l2.Range{Domain: engine.DomainVRAM, Addr: lo - abi.GPU_FB_BASE, Size: hi - lo + 1}, lo))
 		}
 	}
 	m.mu.Lock()
@@ -454,14 +453,14 @@ func (m *MMU) CacheOp(a Access, op l2.Op, va, size uint64) error {
 }
 
 // apply runs op on r (nil: everything); va is the GPU address of r's first byte, for reports.
-func (m *MMU) apply(a Access, op l2.Op, r *l2.Range, va uint64) error {
+func (m *MMU) apply(a engine.Access, op l2.Op, r *l2.Range, va uint64) error {
 	err := m.cache.Apply(op, r)
 	if err == nil {
 		return nil
 	}
-	pa := l2.PhysAddr{}
+	pa := engine.PhysAddr{}
 	if r != nil {
-		pa = l2.PhysAddr{Domain: r.Domain, Addr: r.Addr}
+		pa = engine.PhysAddr{Domain: r.Domain, Addr: r.Addr}
 	}
 	if wb, ok := err.(*l2.WriteBackError); ok {
 		if r != nil && wb.PA.Addr >= r.Addr {
@@ -520,3 +519,8 @@ func (m *MMU) Reset() {
 	m.flushTLBs(1<<NumVMIDs - 1)
 	m.faultStatus, m.faultAddr = 0, 0
 }
+
+var (
+	_ engine.Memory = (*MMU)(nil)
+	_ engine.Copier = (*MMU)(nil)
+)

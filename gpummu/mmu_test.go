@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/l2"
@@ -30,8 +31,8 @@ const (
 func sysPTE(addr, flags uint64) uint64  { return addr | abi.PTE_SYSTEM_MASK | flags }
 func vramPTE(addr, flags uint64) uint64 { return addr | flags }
 
-func sys(a uint64) l2.PhysAddr  { return l2.PhysAddr{Domain: l2.DomainSystem, Addr: a} }
-func vram(a uint64) l2.PhysAddr { return l2.PhysAddr{Domain: l2.DomainVRAM, Addr: a} }
+func sys(a uint64) engine.PhysAddr  { return engine.PhysAddr{Domain: engine.DomainSystem, Addr: a} }
+func vram(a uint64) engine.PhysAddr { return engine.PhysAddr{Domain: engine.DomainVRAM, Addr: a} }
 
 func page(i int) uint64 { return gartStart + uint64(i)*PageSize }
 
@@ -69,7 +70,7 @@ func newWorld(t *testing.T) *world {
 	w.cache = l2.NewSize(w.mem, 256, nil)
 	w.mmu = New(w.cache, w.mem, vramSize, nil)
 	for i, pte := range stdPTEs() {
-		w.mem.putPTE(l2.DomainSystem, sysTable, i, pte)
+		w.mem.putPTE(engine.DomainSystem, sysTable, i, pte)
 	}
 	w.program(gartStart, page(gartPages)-1, sysTable|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
 	t.Cleanup(func() {
@@ -132,9 +133,9 @@ func TestTranslate(t *testing.T) {
 		va     uint64
 		write  bool
 		vmid   int
-		pa     l2.PhysAddr // where the access lands, when it succeeds
-		reason uint32      // VM_FAULT_NONE, a fault reason, or VM_FAULT_BACKING for an *AccessError
-		cause  error       // AccessError cause, when checked
+		pa     engine.PhysAddr // where the access lands, when it succeeds
+		reason uint32          // VM_FAULT_NONE, a fault reason, or VM_FAULT_BACKING for an *AccessError
+		cause  error           // AccessError cause, when checked
 	}{
 		{name: "frame buffer start", va: fb, pa: vram(0)},
 		{name: "frame buffer last word", va: fb + vramSize - 4, write: true, pa: vram(vramSize - 4)},
@@ -164,7 +165,7 @@ func TestTranslate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
-			a := Access{VMID: tt.vmid, Slot: 3, Bypass: true}
+			a := engine.Access{VMID: tt.vmid, Slot: 3, Bypass: true}
 			var err error
 			if tt.write {
 				err = w.mmu.Write(a, tt.va, marker)
@@ -210,16 +211,16 @@ func TestGARTConfiguration(t *testing.T) {
 		name   string
 		setup  func(w *world)
 		va     uint64
-		pa     l2.PhysAddr
+		pa     engine.PhysAddr
 		reason uint32
 	}{
 		{name: "table in VRAM", setup: func(w *world) {
-			w.mem.putPTE(l2.DomainVRAM, 0x8000, 0, vramPTE(0x9000, rw))
-			w.mem.putPTE(l2.DomainVRAM, 0x8000, 1, sysPTE(0x40000, rw))
+			w.mem.putPTE(engine.DomainVRAM, 0x8000, 0, vramPTE(0x9000, rw))
+			w.mem.putPTE(engine.DomainVRAM, 0x8000, 1, sysPTE(0x40000, rw))
 			w.program(gartStart, page(2)-1, 0x8000|abi.PTE_VALID_MASK, true)
 		}, va: page(1) + 0x20, pa: sys(0x40020)},
 		{name: "table in VRAM, VRAM page", setup: func(w *world) {
-			w.mem.putPTE(l2.DomainVRAM, 0x8000, 0, vramPTE(0x9000, rw))
+			w.mem.putPTE(engine.DomainVRAM, 0x8000, 0, vramPTE(0x9000, rw))
 			w.program(gartStart, page(2)-1, 0x8000|abi.PTE_VALID_MASK, true)
 		}, va: page(0) + 0x20, pa: vram(0x9020)},
 		{name: "GART disabled", setup: func(w *world) {
@@ -241,7 +242,7 @@ func TestGARTConfiguration(t *testing.T) {
 			w.program(gartStart, page(gartPages)-1, 0x7000_0000_0000|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
 		}, va: page(0), reason: abi.VM_FAULT_TABLE},
 		{name: "table read fails", setup: func(w *world) {
-			w.mem.fail = func(d l2.Domain, addr uint64, n int, write bool) error {
+			w.mem.fail = func(d engine.Domain, addr uint64, n int, write bool) error {
 				if addr >= sysTable && addr < sysTable+PageSize {
 					return errTestFault
 				}
@@ -268,7 +269,7 @@ func TestGARTConfiguration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			tt.setup(w)
-			a := Access{Slot: 1, Bypass: true}
+			a := engine.Access{Slot: 1, Bypass: true}
 			if tt.reason == abi.VM_FAULT_NONE {
 				w.mem.cpuWrite(tt.pa.Domain, tt.pa.Addr, marker)
 			}
@@ -289,13 +290,13 @@ func TestGARTConfiguration(t *testing.T) {
 
 func TestFaultLatch(t *testing.T) {
 	w := newWorld(t)
-	a := Access{Slot: 5}
+	a := engine.Access{Slot: 5}
 	_ = w.mmu.Write(a, page(2)+8, marker) // invalid PTE: latched
 	first := status(abi.VM_FAULT_INVALID_PTE, true, 0, 5)
 	if s, addr := w.faultLatch(); s != first || addr != page(2)+8 {
 		t.Fatalf("first fault: status %#x addr %#x, want %#x %#x", s, addr, first, page(2)+8)
 	}
-	_ = w.mmu.Read(Access{Slot: 6}, 0x1234, marker) // outside: MORE only
+	_ = w.mmu.Read(engine.Access{Slot: 6}, 0x1234, marker) // outside: MORE only
 	if s, addr := w.faultLatch(); s != first|abi.REG_GMC_VM_FAULT_STATUS__MORE_MASK || addr != page(2)+8 {
 		t.Fatalf("second fault: status %#x addr %#x, want the first with MORE", s, addr)
 	}
@@ -307,7 +308,7 @@ func TestFaultLatch(t *testing.T) {
 	if s, addr := w.faultLatch(); s != 0 || addr != 0 {
 		t.Fatalf("after CLEAR: status %#x addr %#x", s, addr)
 	}
-	_ = w.mmu.Read(Access{Slot: 7}, page(7), marker) // backing refused: latched as BACKING
+	_ = w.mmu.Read(engine.Access{Slot: 7}, page(7), marker) // backing refused: latched as BACKING
 	if s, addr := w.faultLatch(); s != status(abi.VM_FAULT_BACKING, false, 0, 7) || addr != page(7) {
 		t.Fatalf("access error: status %#x addr %#x", s, addr)
 	}
@@ -318,10 +319,10 @@ func TestFaultLatch(t *testing.T) {
 
 func TestTLBKeepsTranslationsUntilInvalidated(t *testing.T) {
 	w := newWorld(t)
-	a := Access{Bypass: true}
-	w.mem.cpuWrite(l2.DomainSystem, 0x20000, []byte{1})
-	w.mem.cpuWrite(l2.DomainSystem, 0x25000, []byte{2})
-	w.mem.cpuWrite(l2.DomainSystem, 0x26000, []byte{3})
+	a := engine.Access{Bypass: true}
+	w.mem.cpuWrite(engine.DomainSystem, 0x20000, []byte{1})
+	w.mem.cpuWrite(engine.DomainSystem, 0x25000, []byte{2})
+	w.mem.cpuWrite(engine.DomainSystem, 0x26000, []byte{3})
 	read := func() byte {
 		t.Helper()
 		b := make([]byte, 1)
@@ -337,16 +338,16 @@ func TestTLBKeepsTranslationsUntilInvalidated(t *testing.T) {
 	}{
 		{"first use fills the TLB", func() {}, 1},
 		{"PTE changed without invalidation: old page", func() {
-			w.mem.putPTE(l2.DomainSystem, sysTable, 0, sysPTE(0x25000, rw))
+			w.mem.putPTE(engine.DomainSystem, sysTable, 0, sysPTE(0x25000, rw))
 		}, 1},
 		{"invalidating another VMID changes nothing", func() { w.setReg(abi.REG_GMC_VM_INVALIDATE, 1<<1) }, 1},
 		{"VM_INVALIDATE of VMID 0: new page", func() { w.setReg(abi.REG_GMC_VM_INVALIDATE, 1<<0) }, 2},
-		{"PTE changed again", func() { w.mem.putPTE(l2.DomainSystem, sysTable, 0, sysPTE(0x26000, rw)) }, 2},
+		{"PTE changed again", func() { w.mem.putPTE(engine.DomainSystem, sysTable, 0, sysPTE(0x26000, rw)) }, 2},
 		{"a GART register write drops translations", func() {
 			w.setReg(abi.REG_GMC_GART_CNTL, abi.REG_GMC_GART_CNTL__ENABLE_MASK)
 		}, 3},
 		{"permissions come from the cached entry too", func() {
-			w.mem.putPTE(l2.DomainSystem, sysTable, 0, sysPTE(0x26000, abi.PTE_VALID_MASK))
+			w.mem.putPTE(engine.DomainSystem, sysTable, 0, sysPTE(0x26000, abi.PTE_VALID_MASK))
 		}, 3},
 	}
 	for _, s := range steps {
@@ -359,7 +360,7 @@ func TestTLBKeepsTranslationsUntilInvalidated(t *testing.T) {
 	if err := w.mmu.Read(a, page(2), make([]byte, 1)); faultReason(err) != abi.VM_FAULT_INVALID_PTE {
 		t.Fatalf("invalid PTE: %v", err)
 	}
-	w.mem.putPTE(l2.DomainSystem, sysTable, 2, sysPTE(0x26000, rw))
+	w.mem.putPTE(engine.DomainSystem, sysTable, 2, sysPTE(0x26000, rw))
 	if err := w.mmu.Read(a, page(2), make([]byte, 1)); err != nil {
 		t.Fatalf("fixed PTE: %v", err)
 	}
@@ -373,10 +374,10 @@ func TestTLBIsBounded(t *testing.T) {
 	const pages = MaxTLBEntries + 1
 	table := uint64(0x80000) // 64 KiB of PTEs, all to one page
 	for i := range pages {
-		w.mem.putPTE(l2.DomainSystem, table, i, sysPTE(0x20000, rw))
+		w.mem.putPTE(engine.DomainSystem, table, i, sysPTE(0x20000, rw))
 	}
 	w.program(gartStart, page(pages)-1, table|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
-	a := Access{Bypass: true}
+	a := engine.Access{Bypass: true}
 	for i := range pages {
 		if err := w.mmu.Read(a, page(i), make([]byte, 1)); err != nil {
 			t.Fatal(err)
@@ -386,9 +387,9 @@ func TestTLBIsBounded(t *testing.T) {
 		t.Fatalf("TLB holds %d entries, want %d", n, MaxTLBEntries)
 	}
 	// Page 0 was replaced (first in, first out); page 1 is still cached.
-	w.mem.cpuWrite(l2.DomainSystem, 0x27000, []byte{7})
-	w.mem.putPTE(l2.DomainSystem, table, 0, sysPTE(0x27000, rw))
-	w.mem.putPTE(l2.DomainSystem, table, 1, sysPTE(0x27000, rw))
+	w.mem.cpuWrite(engine.DomainSystem, 0x27000, []byte{7})
+	w.mem.putPTE(engine.DomainSystem, table, 0, sysPTE(0x27000, rw))
+	w.mem.putPTE(engine.DomainSystem, table, 1, sysPTE(0x27000, rw))
 	b := make([]byte, 1)
 	if _ = w.mmu.Read(a, page(1), b); b[0] != 0 {
 		t.Fatalf("page 1 was re-read from the table")
@@ -403,7 +404,7 @@ func TestCachePolicy(t *testing.T) {
 		name    string
 		va      uint64
 		bypass  bool
-		pa      l2.PhysAddr
+		pa      engine.PhysAddr
 		inCache bool // the write is not in memory until a write-back
 	}{
 		{name: "cached GART page", va: page(0), pa: sys(0x20000), inCache: true},
@@ -415,7 +416,7 @@ func TestCachePolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
-			a := Access{Slot: 2, Bypass: tt.bypass}
+			a := engine.Access{Slot: 2, Bypass: tt.bypass}
 			if err := w.mmu.Write(a, tt.va, marker); err != nil {
 				t.Fatal(err)
 			}
@@ -426,7 +427,7 @@ func TestCachePolicy(t *testing.T) {
 			if lines := w.cache.Stats().Lines; (lines > 0) != tt.inCache {
 				t.Fatalf("%d lines resident", lines)
 			}
-			if err := w.mmu.CacheOp(a, l2.OpWriteBack, tt.va, 4); err != nil {
+			if err := w.mmu.CacheOp(a, engine.CacheWB, tt.va, 4); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(w.mem.cpuRead(tt.pa.Domain, tt.pa.Addr, 4), marker) {
@@ -439,7 +440,7 @@ func TestCachePolicy(t *testing.T) {
 			if (got[0] != 9) != tt.inCache {
 				t.Fatalf("read %d after a CPU write of 9", got[0])
 			}
-			if err := w.mmu.CacheOp(a, l2.OpInvalidate, tt.va, 1); err != nil {
+			if err := w.mmu.CacheOp(a, engine.CacheInv, tt.va, 1); err != nil {
 				t.Fatal(err)
 			}
 			if _ = w.mmu.Read(a, tt.va, got); got[0] != 9 {
@@ -453,7 +454,7 @@ func TestPageCrossing(t *testing.T) {
 	w := newWorld(t)
 	var hooks atomic.Int32
 	w.mmu.SetOnWrite(func() { hooks.Add(1) })
-	a := Access{Slot: 1}
+	a := engine.Access{Slot: 1}
 
 	// System page 0 into VRAM page 1.
 	data := bytes.Repeat([]byte{0x5A}, 24)
@@ -464,9 +465,9 @@ func TestPageCrossing(t *testing.T) {
 	if err := w.mmu.Read(a, page(1)-8, got); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back % x, %v", got, err)
 	}
-	_ = w.mmu.CacheOp(a, l2.OpWriteBack, 0, 0)
-	if !bytes.Equal(w.mem.cpuRead(l2.DomainSystem, 0x20FF8, 8), data[:8]) ||
-		!bytes.Equal(w.mem.cpuRead(l2.DomainVRAM, 0x3000, 16), data[8:]) {
+	_ = w.mmu.CacheOp(a, engine.CacheWB, 0, 0)
+	if !bytes.Equal(w.mem.cpuRead(engine.DomainSystem, 0x20FF8, 8), data[:8]) ||
+		!bytes.Equal(w.mem.cpuRead(engine.DomainVRAM, 0x3000, 16), data[8:]) {
 		t.Fatalf("the pieces did not land on both pages")
 	}
 
@@ -476,8 +477,8 @@ func TestPageCrossing(t *testing.T) {
 	if !errors.As(err, &f) || f.VA != page(2) || f.Reason != abi.VM_FAULT_INVALID_PTE || !f.Write {
 		t.Fatalf("unexpected error %v", err)
 	}
-	_ = w.mmu.CacheOp(a, l2.OpWriteBack, 0, CacheAll)
-	if got := w.mem.cpuRead(l2.DomainVRAM, 0x3FFC, 4); !bytes.Equal(got, []byte{1, 2, 3, 4}) {
+	_ = w.mmu.CacheOp(a, engine.CacheWB, 0, engine.CacheAll)
+	if got := w.mem.cpuRead(engine.DomainVRAM, 0x3FFC, 4); !bytes.Equal(got, []byte{1, 2, 3, 4}) {
 		t.Fatalf("first piece % x", got)
 	}
 	if n := hooks.Load(); n != 2 {
@@ -508,10 +509,10 @@ func TestPageCrossing(t *testing.T) {
 	}
 	// A long access spanning many pages of the frame buffer.
 	big := bytes.Repeat([]byte{0x77}, 5*PageSize+100)
-	if err := w.mmu.Write(Access{Bypass: true}, fb+50, big); err != nil {
+	if err := w.mmu.Write(engine.Access{Bypass: true}, fb+50, big); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(w.mem.cpuRead(l2.DomainVRAM, 50, len(big)), big) {
+	if !bytes.Equal(w.mem.cpuRead(engine.DomainVRAM, 50, len(big)), big) {
 		t.Fatalf("long write not in VRAM")
 	}
 }
@@ -520,7 +521,7 @@ func TestCacheOp(t *testing.T) {
 	// Dirty data at four places; each row applies one CacheOp and says which reached memory.
 	type spot struct {
 		va uint64
-		pa l2.PhysAddr
+		pa engine.PhysAddr
 	}
 	spots := map[string]spot{
 		"p0":  {page(0) + 0x100, sys(0x20100)},
@@ -531,44 +532,46 @@ func TestCacheOp(t *testing.T) {
 	tests := []struct {
 		name    string
 		vmid    int
-		op      l2.Op
+		op      engine.CacheOp
 		va      uint64
 		size    uint64
 		written []string // spots in memory afterwards
 		lost    []string // spots whose data is gone (discard)
+		err     error
 	}{
-		{name: "one page", op: l2.OpWriteBack, va: page(0), size: PageSize, written: []string{"p0"}},
-		{name: "one byte", op: l2.OpWriteBack, va: page(0) + 0x17F, size: 1, written: []string{"p0"}},
-		{name: "a byte of the next line only", op: l2.OpWriteBack, va: page(0) + 0x180, size: 1},
-		{name: "two pages, two domains", op: l2.OpWriteBack, va: page(0), size: 2 * PageSize, written: []string{"p0", "p1"}},
-		{name: "across invalid pages", op: l2.OpWriteBack, va: page(1), size: 10 * PageSize, written: []string{"p1", "p10"}},
-		{name: "size 0 is everything", op: l2.OpWriteBack, va: 0x1234, written: []string{"p0", "p1", "p10", "fb"}},
-		{name: "CacheAll is everything", op: l2.OpWriteBack, va: page(3), size: CacheAll, written: []string{"p0", "p1", "p10", "fb"}},
+		{name: "one page", op: engine.CacheWB, va: page(0), size: PageSize, written: []string{"p0"}},
+		{name: "one byte", op: engine.CacheWB, va: page(0) + 0x17F, size: 1, written: []string{"p0"}},
+		{name: "a byte of the next line only", op: engine.CacheWB, va: page(0) + 0x180, size: 1},
+		{name: "two pages, two domains", op: engine.CacheWB, va: page(0), size: 2 * PageSize, written: []string{"p0", "p1"}},
+		{name: "across invalid pages", op: engine.CacheWB, va: page(1), size: 10 * PageSize, written: []string{"p1", "p10"}},
+		{name: "size 0 is everything", op: engine.CacheWB, va: 0x1234, written: []string{"p0", "p1", "p10", "fb"}},
+		{name: "CacheAll is everything", op: engine.CacheWB, va: page(3), size: engine.CacheAll, written: []string{"p0", "p1", "p10", "fb"}},
 		// The cache is physically tagged: the frame buffer covers all of VRAM, including the
 		// VRAM page that GART page 1 maps.
-		{name: "frame buffer range", op: l2.OpWriteBack, va: fb, size: vramSize, written: []string{"fb", "p1"}},
-		{name: "part of the frame buffer", op: l2.OpWriteBack, va: fb + 0x4000, size: 0x2000, written: []string{"fb"}},
-		{name: "invalidate writes back", op: l2.OpInvalidate, va: page(1) + 0x200, size: 4, written: []string{"p1"}},
-		{name: "discard loses the data", op: l2.OpDiscard, va: page(0), size: 8 * PageSize, lost: []string{"p0", "p1"}},
-		{name: "discard of everything", op: l2.OpDiscard, va: page(0), lost: []string{"p0", "p1", "p10", "fb"}},
-		{name: "write back and invalidate", op: l2.OpWriteBackInvalidate, va: fb, size: 1 << 40, written: []string{"fb", "p1"}},
-		{name: "outside the apertures", op: l2.OpWriteBack, va: 0x1000, size: 0x10000},
-		{name: "VMID 1 translates nothing", vmid: 1, op: l2.OpWriteBack, va: page(0), size: PageSize},
-		{name: "range running past 48 bits", op: l2.OpWriteBack, va: 1<<48 - 8, size: 1 << 50},
-		{name: "range starting past 48 bits", op: l2.OpDiscard, va: 1 << 60, size: PageSize},
-		{name: "no action", op: 0, va: page(0), size: PageSize},
+		{name: "frame buffer range", op: engine.CacheWB, va: fb, size: vramSize, written: []string{"fb", "p1"}},
+		{name: "part of the frame buffer", op: engine.CacheWB, va: fb + 0x4000, size: 0x2000, written: []string{"fb"}},
+		{name: "invalidate writes back", op: engine.CacheInv, va: page(1) + 0x200, size: 4, written: []string{"p1"}},
+		{name: "discard loses the data", op: engine.CacheDiscard, va: page(0), size: 8 * PageSize, lost: []string{"p0", "p1"}},
+		{name: "discard of everything", op: engine.CacheDiscard, va: page(0), lost: []string{"p0", "p1", "p10", "fb"}},
+		{name: "write back and invalidate", op: engine.CacheWBInv, va: fb, size: 1 << 40, written: []string{"fb", "p1"}},
+		{name: "outside the apertures", op: engine.CacheWB, va: 0x1000, size: 0x10000},
+		{name: "VMID 1 translates nothing", vmid: 1, op: engine.CacheWB, va: page(0), size: PageSize},
+		{name: "range running past 48 bits", op: engine.CacheWB, va: 1<<48 - 8, size: 1 << 50},
+		{name: "range starting past 48 bits", op: engine.CacheDiscard, va: 1 << 60, size: PageSize},
+		{name: "not an operation", op: 0, va: page(0), size: PageSize, err: ErrCacheOp},
+		{name: "past the last operation", op: engine.CacheDiscard + 1, va: page(0), err: ErrCacheOp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
-			a := Access{Slot: 4}
+			a := engine.Access{Slot: 4}
 			for _, s := range spots {
 				if err := w.mmu.Write(a, s.va, marker); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := w.mmu.CacheOp(Access{VMID: tt.vmid, Slot: 4}, tt.op, tt.va, tt.size); err != nil {
-				t.Fatal(err)
+			if err := w.mmu.CacheOp(engine.Access{VMID: tt.vmid, Slot: 4}, tt.op, tt.va, tt.size); !errors.Is(err, tt.err) {
+				t.Fatalf("CacheOp: %v, want %v", err, tt.err)
 			}
 			for name, s := range spots {
 				inMem := bytes.Equal(w.mem.cpuRead(s.pa.Domain, s.pa.Addr, 4), marker)
@@ -576,7 +579,7 @@ func TestCacheOp(t *testing.T) {
 					t.Errorf("%s: in memory %v, want %v", name, inMem, want)
 				}
 			}
-			_ = w.mmu.CacheOp(a, l2.OpWriteBack, 0, 0)
+			_ = w.mmu.CacheOp(a, engine.CacheWB, 0, 0)
 			for name, s := range spots {
 				inMem := bytes.Equal(w.mem.cpuRead(s.pa.Domain, s.pa.Addr, 4), marker)
 				if want := !contains(tt.lost, name); inMem != want {
@@ -601,14 +604,14 @@ func TestCacheOpLargeGARTRange(t *testing.T) {
 	// A 1 GiB GART: a discard of all of it is too many pages to translate one by one, so it
 	// acts on the whole cache as write-back+invalidate: nothing is lost.
 	w.program(gartStart, gartStart+1<<30-1, sysTable|abi.PTE_VALID_MASK|abi.PTE_SYSTEM_MASK, true)
-	a := Access{Slot: 1}
+	a := engine.Access{Slot: 1}
 	_ = w.mmu.Write(a, page(0), marker)
 	_ = w.mmu.Write(a, fb, marker)
-	if err := w.mmu.CacheOp(a, l2.OpDiscard, gartStart, 1<<30); err != nil {
+	if err := w.mmu.CacheOp(a, engine.CacheDiscard, gartStart, 1<<30); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(w.mem.cpuRead(l2.DomainSystem, 0x20000, 4), marker) ||
-		!bytes.Equal(w.mem.cpuRead(l2.DomainVRAM, 0, 4), marker) {
+	if !bytes.Equal(w.mem.cpuRead(engine.DomainSystem, 0x20000, 4), marker) ||
+		!bytes.Equal(w.mem.cpuRead(engine.DomainVRAM, 0, 4), marker) {
 		t.Fatalf("data lost")
 	}
 	if s := w.cache.Stats(); s.Lines != 0 {
@@ -621,15 +624,15 @@ func TestCacheOpLargeGARTRange(t *testing.T) {
 
 func TestCacheOpWriteBackFailure(t *testing.T) {
 	w := newWorld(t)
-	a := Access{Slot: 9}
+	a := engine.Access{Slot: 9}
 	_ = w.mmu.Write(a, page(0)+0x40, marker)
-	w.mem.fail = func(d l2.Domain, addr uint64, n int, write bool) error {
+	w.mem.fail = func(d engine.Domain, addr uint64, n int, write bool) error {
 		if write {
 			return errTestFault
 		}
 		return nil
 	}
-	err := w.mmu.CacheOp(a, l2.OpWriteBack, page(0), PageSize)
+	err := w.mmu.CacheOp(a, engine.CacheWB, page(0), PageSize)
 	var ae *AccessError
 	if !errors.As(err, &ae) || !errors.Is(err, errTestFault) || ae.VA != page(0)+0x40 || ae.PA != sys(0x20040) || !ae.Write {
 		t.Fatalf("unexpected error %v (%+v)", err, ae)
@@ -668,7 +671,7 @@ func TestRegisters(t *testing.T) {
 			t.Errorf("%s (%#x) = %#x, want %#x", abi.RegisterNames[r], r, got, v)
 		}
 	}
-	_ = w.mmu.Read(Access{}, 0, make([]byte, 1))
+	_ = w.mmu.Read(engine.Access{}, 0, make([]byte, 1))
 	w.mmu.Reset()
 	for _, r := range []uint32{abi.REG_GMC_GART_CNTL, abi.REG_GMC_GART_START_LO, abi.REG_GMC_GART_END_LO,
 		abi.REG_GMC_GART_TABLE_LO, abi.REG_GMC_VM_FAULT_STATUS, abi.REG_GMC_VM_FAULT_ADDR_LO} {
@@ -679,7 +682,7 @@ func TestRegisters(t *testing.T) {
 	if got := w.reg(abi.REG_GMC_FB_BASE_HI); got != uint32(abi.GPU_FB_BASE>>32) {
 		t.Errorf("after Reset FB_BASE_HI = %#x", got)
 	}
-	if err := w.mmu.Read(Access{}, page(0), make([]byte, 1)); faultReason(err) != abi.VM_FAULT_OUTSIDE {
+	if err := w.mmu.Read(engine.Access{}, page(0), make([]byte, 1)); faultReason(err) != abi.VM_FAULT_OUTSIDE {
 		t.Errorf("GART still translates after Reset: %v", err)
 	}
 	if st := w.mmu.Stats(); st.TLBEntries != 0 {
@@ -690,16 +693,16 @@ func TestRegisters(t *testing.T) {
 func TestWithoutCache(t *testing.T) {
 	m := newMem(sysSize, vramSize)
 	mmu := New(nil, m, vramSize+123, nil) // rounded down to whole pages
-	if err := mmu.Write(Access{}, fb+vramSize-4, marker); err != nil {
+	if err := mmu.Write(engine.Access{}, fb+vramSize-4, marker); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(m.cpuRead(l2.DomainVRAM, vramSize-4, 4), marker) {
+	if !bytes.Equal(m.cpuRead(engine.DomainVRAM, vramSize-4, 4), marker) {
 		t.Fatalf("uncached write not in memory")
 	}
-	if err := mmu.Read(Access{}, fb+vramSize, make([]byte, 1)); faultReason(err) != abi.VM_FAULT_OUTSIDE {
+	if err := mmu.Read(engine.Access{}, fb+vramSize, make([]byte, 1)); faultReason(err) != abi.VM_FAULT_OUTSIDE {
 		t.Fatalf("read past the rounded VRAM size: %v", err)
 	}
-	if err := mmu.CacheOp(Access{}, l2.OpDiscard, 0, 0); err != nil {
+	if err := mmu.CacheOp(engine.Access{}, engine.CacheDiscard, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	mmu.FenceCheck(0, 0)
@@ -742,7 +745,7 @@ func TestConcurrentAccess(t *testing.T) {
 		qg.Add(1)
 		go func() {
 			defer qg.Done()
-			a := Access{Slot: q, Bypass: q%3 == 0}
+			a := engine.Access{Slot: q, Bypass: q%3 == 0}
 			for i := range 200 {
 				off := uint64(i*52) % (PageSize - 64)
 				data := bytes.Repeat([]byte{byte(q*31 + i)}, 1+i%60)
@@ -756,7 +759,7 @@ func TestConcurrentAccess(t *testing.T) {
 					return
 				}
 				if i%40 == 0 {
-					_ = w.mmu.CacheOp(a, l2.OpWriteBackInvalidate, base, PageSize)
+					_ = w.mmu.CacheOp(a, engine.CacheWBInv, base, PageSize)
 				}
 				_ = w.mmu.Read(a, page(2), got) // faults, concurrently with CLEAR
 			}

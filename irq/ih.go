@@ -7,19 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
 )
-
-// IV is one interrupt vector as an engine reports it. Push encodes it as a 32-byte AMD IV entry
-// (abi.IH_*): VMID keeps its low 4 bits, NODE_ID, VMID_TYPE, TIMESTAMP_SRC and PASID_SRC are 0,
-// and the timestamp is the IH's own clock.
-type IV struct {
-	Client, Source, RingID, VMID uint8
-	PASID                        uint16
-	Data                         [4]uint32
-}
 
 // IHMemory is where the IH ring lives: Write stores p at GPU address va with VMID 0, bypassing
 // the L2 (the device implements it through gpummu). A write may be a vfio-user DMA message that
@@ -228,9 +220,12 @@ func (h *IH) wptrRegLocked() uint32 {
 // hands the rest to a new goroutine (see ihBudget). Push waits only when the backlog is full
 // (ihMaxPending entries), until the writer takes the next run.
 //
+// The entry is the 32-byte AMD IV entry (abi.IH_*): VMID keeps its low 4 bits, NODE_ID,
+// VMID_TYPE, TIMESTAMP_SRC and PASID_SRC are 0, and the timestamp is the IH's own clock.
+//
 // Because Push may write memory (possibly a vfio-user DMA message), it must not be called on
 // the vfio-user worker goroutine.
-func (h *IH) Push(iv IV) {
+func (h *IH) Push(iv engine.IV) {
 	h.mu.Lock()
 	if h.npen == len(h.pend) && h.enabledLocked() {
 		// Backpressure, as a CP stalls on a full IH input FIFO: a full backlog has a writer
@@ -263,7 +258,7 @@ func (h *IH) Push(iv IV) {
 }
 
 // encodeIV builds the AMD IV entry (amdgpu_ih_decode_iv_helper layout).
-func encodeIV(e *[ihEntryBytes]byte, iv IV, ts uint64) {
+func encodeIV(e *[ihEntryBytes]byte, iv engine.IV, ts uint64) {
 	dw0 := uint32(iv.Client)<<abi.IH_DW0_CLIENT_ID__SHIFT&abi.IH_DW0_CLIENT_ID_MASK |
 		uint32(iv.Source)<<abi.IH_DW0_SOURCE_ID__SHIFT&abi.IH_DW0_SOURCE_ID_MASK |
 		uint32(iv.RingID)<<abi.IH_DW0_RING_ID__SHIFT&abi.IH_DW0_RING_ID_MASK |
@@ -578,3 +573,6 @@ func (h *IH) SetLimiter(l *ratelog.Limiter) {
 }
 
 func hexAddr(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
+
+// IH is the engines' interrupt port.
+var _ engine.Interrupts = (*IH)(nil)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
@@ -140,7 +141,7 @@ func (g *ihRig) program(log2, cntl uint32) {
 // push pushes entries tagged with ids (Data[0]).
 func (g *ihRig) push(ids ...uint32) {
 	for _, id := range ids {
-		g.h.Push(IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, Data: [4]uint32{id}})
+		g.h.Push(engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, Data: [4]uint32{id}})
 	}
 }
 
@@ -184,13 +185,13 @@ func (g *ihRig) gate() (started <-chan struct{}, release func()) {
 func TestIHEntryLayout(t *testing.T) {
 	tests := []struct {
 		name string
-		iv   IV
+		iv   engine.IV
 		ts   time.Duration
 		want []byte
 	}{
 		{
 			name: "cp eop compute me1 pipe1 queue1",
-			iv:   IV{Client: 0x14, Source: 181, RingID: 1<<2 | 1 | 1<<4, Data: [4]uint32{0x11223344, 0, 0, 0}},
+			iv:   engine.IV{Client: 0x14, Source: 181, RingID: 1<<2 | 1 | 1<<4, Data: [4]uint32{0x11223344, 0, 0, 0}},
 			ts:   0x1234_5678_9ABC,
 			want: []byte{
 				0x14, 0xB5, 0x15, 0x00, // client 0x14, source 181, ring 0x15, vmid 0
@@ -205,7 +206,7 @@ func TestIHEntryLayout(t *testing.T) {
 		},
 		{
 			name: "vm fault, vmid keeps 4 bits, pasid, all data",
-			iv:   IV{Client: 0x0A, Source: 0, RingID: 0, VMID: 0x13, PASID: 0xBEEF, Data: [4]uint32{0xCAFEF00D, 0x0000_0025, 0xFFFFFFFF, 0x01020304}},
+			iv:   engine.IV{Client: 0x0A, Source: 0, RingID: 0, VMID: 0x13, PASID: 0xBEEF, Data: [4]uint32{0xCAFEF00D, 0x0000_0025, 0xFFFFFFFF, 0x01020304}},
 			ts:   0xFFFF_FFFF_FFFF,
 			want: []byte{
 				0x0A, 0x00, 0x00, 0x03,
@@ -220,7 +221,7 @@ func TestIHEntryLayout(t *testing.T) {
 		},
 		{
 			name: "all ones, timestamp beyond 48 bits wraps",
-			iv:   IV{Client: 0xFF, Source: 0xFF, RingID: 0xFF, VMID: 0xFF, PASID: 0xFFFF},
+			iv:   engine.IV{Client: 0xFF, Source: 0xFF, RingID: 0xFF, VMID: 0xFF, PASID: 0xFFFF},
 			ts:   1<<48 + 0x0000_0001_0000_0002,
 			want: []byte{
 				0xFF, 0xFF, 0xFF, 0x0F, // VMID_TYPE (bit 31) and reserved [30:28] stay 0
@@ -525,7 +526,7 @@ func TestIHConcurrentPush(t *testing.T) {
 	for gi := range uint32(goroutines) {
 		wg.Go(func() {
 			for i := range uint32(each) {
-				g.h.Push(IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: uint8(gi), Data: [4]uint32{gi<<16 | i}})
+				g.h.Push(engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: uint8(gi), Data: [4]uint32{gi<<16 | i}})
 			}
 		})
 	}
@@ -827,7 +828,7 @@ func FuzzIHRegisters(f *testing.F) {
 			case 4, 5:
 				n := int(op/8)%40 + 1
 				for i := range n {
-					h.Push(IV{Client: op, Source: uint8(i), VMID: op, PASID: uint16(pushes), Data: [4]uint32{uint32(pushes)}})
+					h.Push(engine.IV{Client: op, Source: uint8(i), VMID: op, PASID: uint16(pushes), Data: [4]uint32{uint32(pushes)}})
 					pushes++
 				}
 			case 6:

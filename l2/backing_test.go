@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"vgpu/engine"
 )
 
 var errTestFault = errors.New("test backing: injected failure")
@@ -14,21 +15,21 @@ var errTestFault = errors.New("test backing: injected failure")
 // can refuse any access. Every access is recorded.
 type memBacking struct {
 	mu   sync.Mutex
-	mem  [numDomains][]byte
-	fail func(d Domain, addr uint64, n int, write bool) error
+	mem  [engine.NumDomains][]byte
+	fail func(d engine.Domain, addr uint64, n int, write bool) error
 	ops  []string // "R sys:0x80+128", in order
 	keep bool     // record ops
 }
 
 func newMem(sys, vram int) *memBacking {
 	m := &memBacking{}
-	m.mem[DomainSystem] = make([]byte, sys)
-	m.mem[DomainVRAM] = make([]byte, vram)
+	m.mem[engine.DomainSystem] = make([]byte, sys)
+	m.mem[engine.DomainVRAM] = make([]byte, vram)
 	return m
 }
 
-func (m *memBacking) span(d Domain, addr uint64, n int) ([]byte, error) {
-	if d >= numDomains {
+func (m *memBacking) span(d engine.Domain, addr uint64, n int) ([]byte, error) {
+	if d >= engine.NumDomains {
 		return nil, fmt.Errorf("test backing: bad domain %d", d)
 	}
 	mem := m.mem[d]
@@ -38,7 +39,7 @@ func (m *memBacking) span(d Domain, addr uint64, n int) ([]byte, error) {
 	return mem[addr : addr+uint64(n)], nil
 }
 
-func (m *memBacking) access(d Domain, addr uint64, p []byte, write bool) error {
+func (m *memBacking) access(d engine.Domain, addr uint64, p []byte, write bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.keep {
@@ -65,22 +66,22 @@ func (m *memBacking) access(d Domain, addr uint64, p []byte, write bool) error {
 	return nil
 }
 
-func (m *memBacking) ReadPhys(d Domain, addr uint64, p []byte) error {
+func (m *memBacking) ReadPhys(d engine.Domain, addr uint64, p []byte) error {
 	return m.access(d, addr, p, false)
 }
 
-func (m *memBacking) WritePhys(d Domain, addr uint64, p []byte) error {
+func (m *memBacking) WritePhys(d engine.Domain, addr uint64, p []byte) error {
 	return m.access(d, addr, p, true)
 }
 
 // cpuWrite changes memory behind the cache, as the host CPU does.
-func (m *memBacking) cpuWrite(d Domain, addr uint64, p []byte) {
+func (m *memBacking) cpuWrite(d engine.Domain, addr uint64, p []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	copy(m.mem[d][addr:], p)
 }
 
-func (m *memBacking) cpuRead(d Domain, addr uint64, n int) []byte {
+func (m *memBacking) cpuRead(d engine.Domain, addr uint64, n int) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]byte(nil), m.mem[d][addr:addr+uint64(n)]...)

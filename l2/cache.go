@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -28,36 +29,6 @@ const areaShift = 16
 
 func areaOf(k key) key { return key{k.domain, k.addr >> areaShift} }
 
-// Domain names the physical memory an address belongs to.
-type Domain uint8
-
-const (
-	// DomainSystem is system memory, addressed by DMA address (an IOVA under a vIOMMU).
-	DomainSystem Domain = iota
-	// DomainVRAM is device memory, addressed by offset from the start of VRAM.
-	DomainVRAM
-
-	numDomains
-)
-
-func (d Domain) String() string {
-	switch d {
-	case DomainSystem:
-		return "system"
-	case DomainVRAM:
-		return "vram"
-	}
-	return fmt.Sprintf("domain(%d)", uint8(d))
-}
-
-// PhysAddr is a physical address: a domain and an address inside it.
-type PhysAddr struct {
-	Domain Domain
-	Addr   uint64
-}
-
-func (a PhysAddr) String() string { return fmt.Sprintf("%v:%#x", a.Domain, a.Addr) }
-
 // Backing is the physical memory below the cache. Errors are access failures (unmapped DMA
 // address, Bus Master off, beyond VRAM); the cache never interprets them, only passes them on.
 // An implementation must not call back into the cache.
@@ -67,8 +38,8 @@ func (a PhysAddr) String() string { return fmt.Sprintf("%v:%#x", a.Domain, a.Add
 // methods with it. A Backing without DirectBacking is called with the lock held, so it must
 // never wait (plain memory, as in tests).
 type Backing interface {
-	ReadPhys(d Domain, addr uint64, p []byte) error
-	WritePhys(d Domain, addr uint64, p []byte) error
+	ReadPhys(d engine.Domain, addr uint64, p []byte) error
+	WritePhys(d engine.Domain, addr uint64, p []byte) error
 }
 
 // DirectBacking is the part of a Backing that never waits: it moves bytes with a memory copy,
@@ -77,8 +48,8 @@ type Backing interface {
 // calls. Memory that is not direct is never cached: accesses to it go to ReadPhys/WritePhys
 // uncached, without the lock.
 type DirectBacking interface {
-	ReadDirect(d Domain, addr uint64, p []byte) error
-	WriteDirect(d Domain, addr uint64, p []byte) error
+	ReadDirect(d engine.Domain, addr uint64, p []byte) error
+	WriteDirect(d engine.Domain, addr uint64, p []byte) error
 }
 
 // ErrNotDirect is returned by CopyUncached and DirectCopier.CopyPhys when the copy cannot be
@@ -92,20 +63,20 @@ var ErrNotDirect = errors.New("l2: no direct copy path")
 // wrapping ErrNotDirect (having moved nothing, or only what a repeat copy overwrites). It is
 // called with the cache's lock held, like the other Backing methods.
 type DirectCopier interface {
-	CopyPhys(dst, src PhysAddr, n uint64) error
+	CopyPhys(dst, src engine.PhysAddr, n uint64) error
 }
 
 // Range is a physical address range [Addr, Addr+Size) in one domain. A range that runs past
 // the end of the address space stops there. Operations affect every line the range touches.
 type Range struct {
-	Domain Domain
+	Domain engine.Domain
 	Addr   uint64
 	Size   uint64
 }
 
 // Errors of malformed requests (they come from the MMU, never straight from the guest).
 var (
-	// ErrDomain: the address names neither DomainSystem nor DomainVRAM.
+	// ErrDomain: the address names neither engine.DomainSystem nor engine.DomainVRAM.
 	ErrDomain = errors.New("l2: unknown memory domain")
 	// ErrAddressOverflow: the access runs past the end of the 64-bit address space.
 	ErrAddressOverflow = errors.New("l2: access wraps the address space")
@@ -114,8 +85,8 @@ var (
 // WriteBackError reports a dirty line that could not be written to its backing memory. The
 // line's data is lost (the cache drops it): the memory it belonged to is gone.
 type WriteBackError struct {
-	PA  PhysAddr // first byte that failed to write
-	Err error    // the Backing's error
+	PA  engine.PhysAddr // first byte that failed to write
+	Err error           // the Backing's error
 }
 
 func (e *WriteBackError) Error() string {
@@ -125,7 +96,7 @@ func (e *WriteBackError) Error() string {
 func (e *WriteBackError) Unwrap() error { return e.Err }
 
 type key struct {
-	domain Domain
+	domain engine.Domain
 	addr   uint64 // line-aligned
 }
 
@@ -226,19 +197,19 @@ func (c *Cache) Strict() bool { return c.strict.Load() }
 // misses fill the whole line from the Backing first. slot is the reading queue and va the GPU
 // address of p[0]; both are used only for strict-mode reports. An access may span lines (the
 // MMU passes at most one page). Errors come from the Backing, unwrapped.
-func (c *Cache) Read(slot int, pa PhysAddr, va uint64, p []byte) error {
+func (c *Cache) Read(slot int, pa engine.PhysAddr, va uint64, p []byte) error {
 	return c.access(slot, pa, va, p, false)
 }
 
 // Write copies p into the cache at pa: the line is filled first if absent (write-allocate),
 // modified, and marked dirty with slot as a writer. Memory sees the data only on write-back
 // (WriteBack, Invalidate, Apply) or eviction.
-func (c *Cache) Write(slot int, pa PhysAddr, va uint64, p []byte) error {
+func (c *Cache) Write(slot int, pa engine.PhysAddr, va uint64, p []byte) error {
 	return c.access(slot, pa, va, p, true)
 }
 
-func checkAccess(pa PhysAddr, n int) error {
-	if pa.Domain >= numDomains {
+func checkAccess(pa engine.PhysAddr, n int) error {
+	if pa.Domain >= engine.NumDomains {
 		return ErrDomain
 	}
 	if n > 0 && uint64(n-1) > math.MaxUint64-pa.Addr {
@@ -247,7 +218,7 @@ func checkAccess(pa PhysAddr, n int) error {
 	return nil
 }
 
-func (c *Cache) access(slot int, pa PhysAddr, va uint64, p []byte, write bool) error {
+func (c *Cache) access(slot int, pa engine.PhysAddr, va uint64, p []byte, write bool) error {
 	if err := checkAccess(pa, len(p)); err != nil {
 		return err
 	}
@@ -265,7 +236,7 @@ func (c *Cache) access(slot int, pa PhysAddr, va uint64, p []byte, write bool) e
 }
 
 // accessLine serves an access that lies inside one line.
-func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write bool) error {
+func (c *Cache) accessLine(slot int, d engine.Domain, addr, va uint64, p []byte, write bool) error {
 	k := key{d, addr &^ lineMask}
 	off := addr - k.addr
 	c.mu.Lock()
@@ -308,21 +279,21 @@ func (c *Cache) accessLine(slot int, d Domain, addr, va uint64, p []byte, write 
 
 // readLocked and writeLocked are the cache's memory accesses under its lock: they never wait
 // (an error wrapping ErrNotDirect means the memory needs the slow path, without the lock).
-func (c *Cache) readLocked(d Domain, addr uint64, p []byte) error {
+func (c *Cache) readLocked(d engine.Domain, addr uint64, p []byte) error {
 	if c.direct != nil {
 		return c.direct.ReadDirect(d, addr, p)
 	}
 	return c.b.ReadPhys(d, addr, p)
 }
 
-func (c *Cache) writeLocked(d Domain, addr uint64, p []byte) error {
+func (c *Cache) writeLocked(d engine.Domain, addr uint64, p []byte) error {
 	if c.direct != nil {
 		return c.direct.WriteDirect(d, addr, p)
 	}
 	return c.b.WritePhys(d, addr, p)
 }
 
-func (c *Cache) moveLocked(d Domain, addr uint64, p []byte, write bool) error {
+func (c *Cache) moveLocked(d engine.Domain, addr uint64, p []byte, write bool) error {
 	if write {
 		return c.writeLocked(d, addr, p)
 	}
@@ -330,7 +301,7 @@ func (c *Cache) moveLocked(d Domain, addr uint64, p []byte, write bool) error {
 }
 
 // moveSlow is an uncached access to memory that is not direct, made without the lock.
-func (c *Cache) moveSlow(d Domain, addr uint64, p []byte, write bool) error {
+func (c *Cache) moveSlow(d engine.Domain, addr uint64, p []byte, write bool) error {
 	c.counters.slowAccesses.Add(1)
 	if write {
 		return c.b.WritePhys(d, addr, p)
@@ -349,7 +320,7 @@ func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
 	}
 	for i := range n {
 		if !l.dirtyByte(off+i) && mem[i] != l.data[off+i] {
-			c.events.staleRead(slot, va, PhysAddr{l.key.domain, l.key.addr + off})
+			c.events.staleRead(slot, va, engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + off})
 			return
 		}
 	}
@@ -358,7 +329,7 @@ func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
 // ReadUncached reads memory without allocating a line (MTYPE_UC pages, BYPASS cache policy).
 // The GPU stays coherent with itself: bytes dirty in a resident line are returned from the
 // line, every other byte from memory (so a stale clean line is not consulted).
-func (c *Cache) ReadUncached(pa PhysAddr, p []byte) error {
+func (c *Cache) ReadUncached(pa engine.PhysAddr, p []byte) error {
 	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
 		return err
 	}
@@ -390,7 +361,7 @@ func (c *Cache) ReadUncached(pa PhysAddr, p []byte) error {
 // WriteUncached writes memory without allocating a line. A resident line covering the bytes is
 // updated too (and those bytes are no longer dirty: memory has them), so later cached reads by
 // any queue see the write, as on hardware where the L2 is the GPU's point of coherence.
-func (c *Cache) WriteUncached(pa PhysAddr, p []byte) error {
+func (c *Cache) WriteUncached(pa engine.PhysAddr, p []byte) error {
 	if err := checkAccess(pa, len(p)); err != nil || len(p) == 0 {
 		return err
 	}
@@ -426,7 +397,7 @@ func (c *Cache) forgetArea(k key) {
 
 // anyLineIn reports whether any line overlaps [pa, pa+n) (n > 0, no wrap), looking at the
 // per-area counts first. Called with mu held.
-func (c *Cache) anyLineIn(pa PhysAddr, n uint64) bool {
+func (c *Cache) anyLineIn(pa engine.PhysAddr, n uint64) bool {
 	if len(c.lines) == 0 {
 		return false
 	}
@@ -456,7 +427,7 @@ func (c *Cache) anyLineIn(pa PhysAddr, n uint64) bool {
 // copy directly, it returns an error wrapping ErrNotDirect and nothing moved. The cache lock
 // is held across the copy, as across any uncached access, so the copy is atomic with respect
 // to the cache.
-func (c *Cache) CopyUncached(dst, src PhysAddr, n uint64) error {
+func (c *Cache) CopyUncached(dst, src engine.PhysAddr, n uint64) error {
 	if n == 0 {
 		return nil
 	}
@@ -483,7 +454,7 @@ func (c *Cache) CopyUncached(dst, src PhysAddr, n uint64) error {
 
 // eachResident calls f for each resident line overlapping [pa, pa+n): off is the offset in the
 // line, pos the offset in the access, n the overlap length. Called with mu held.
-func (c *Cache) eachResident(pa PhysAddr, n int, f func(l *line, off, pos, n uint64)) {
+func (c *Cache) eachResident(pa engine.PhysAddr, n int, f func(l *line, off, pos, n uint64)) {
 	if len(c.lines) == 0 {
 		return
 	}
@@ -556,7 +527,7 @@ func (c *Cache) writeBack(l *line) error {
 		// A line's memory was direct when it was filled; if it is not any more (the mapping was
 		// replaced by one served through messages), the memory it belonged to is gone.
 		if err := c.writeLocked(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
-			first = &WriteBackError{PA: PhysAddr{l.key.domain, l.key.addr + i}, Err: err}
+			first = &WriteBackError{PA: engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + i}, Err: err}
 		}
 		i = j
 	}

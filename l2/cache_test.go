@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 )
@@ -18,7 +19,7 @@ import (
 type step struct {
 	kind  string // see run
 	slot  int
-	pa    PhysAddr
+	pa    engine.PhysAddr
 	va    uint64
 	data  []byte // write data, or expected read data
 	op    Op
@@ -44,27 +45,31 @@ func view(s Stats) statView {
 	}
 }
 
-func sys(a uint64) PhysAddr  { return PhysAddr{DomainSystem, a} }
-func vram(a uint64) PhysAddr { return PhysAddr{DomainVRAM, a} }
+func sys(a uint64) engine.PhysAddr  { return engine.PhysAddr{Domain: engine.DomainSystem, Addr: a} }
+func vram(a uint64) engine.PhysAddr { return engine.PhysAddr{Domain: engine.DomainVRAM, Addr: a} }
 
-func wr(slot int, pa PhysAddr, data ...byte) step {
+func wr(slot int, pa engine.PhysAddr, data ...byte) step {
 	return step{kind: "write", slot: slot, pa: pa, va: 0x1000 + pa.Addr, data: data}
 }
-func rd(slot int, pa PhysAddr, want ...byte) step {
+func rd(slot int, pa engine.PhysAddr, want ...byte) step {
 	return step{kind: "read", slot: slot, pa: pa, va: 0x1000 + pa.Addr, data: want}
 }
-func rdErr(pa PhysAddr, n int, err error) step {
+func rdErr(pa engine.PhysAddr, n int, err error) step {
 	return step{kind: "read", pa: pa, data: make([]byte, n), err: err}
 }
-func cpu(pa PhysAddr, data ...byte) step    { return step{kind: "cpu", pa: pa, data: data} }
-func mem(pa PhysAddr, want ...byte) step    { return step{kind: "mem", pa: pa, data: want} }
-func ru(pa PhysAddr, want ...byte) step     { return step{kind: "ru", pa: pa, data: want} }
-func wu(pa PhysAddr, data ...byte) step     { return step{kind: "wu", pa: pa, data: data} }
-func apply(op Op, r *Range) step            { return step{kind: "apply", op: op, r: r} }
-func fence(slot int, va uint64) step        { return step{kind: "fence", slot: slot, va: va} }
-func stats(v statView) step                 { return step{kind: "stats", stats: &v} }
-func failWrites(d Domain, line uint64) step { return step{kind: "failw", pa: PhysAddr{d, line}} }
-func failReads(d Domain, line uint64) step  { return step{kind: "failr", pa: PhysAddr{d, line}} }
+func cpu(pa engine.PhysAddr, data ...byte) step { return step{kind: "cpu", pa: pa, data: data} }
+func mem(pa engine.PhysAddr, want ...byte) step { return step{kind: "mem", pa: pa, data: want} }
+func ru(pa engine.PhysAddr, want ...byte) step  { return step{kind: "ru", pa: pa, data: want} }
+func wu(pa engine.PhysAddr, data ...byte) step  { return step{kind: "wu", pa: pa, data: data} }
+func apply(op Op, r *Range) step                { return step{kind: "apply", op: op, r: r} }
+func fence(slot int, va uint64) step            { return step{kind: "fence", slot: slot, va: va} }
+func stats(v statView) step                     { return step{kind: "stats", stats: &v} }
+func failWrites(d engine.Domain, line uint64) step {
+	return step{kind: "failw", pa: engine.PhysAddr{Domain: d, Addr: line}}
+}
+func failReads(d engine.Domain, line uint64) step {
+	return step{kind: "failr", pa: engine.PhysAddr{Domain: d, Addr: line}}
+}
 func strict(on bool) step {
 	s := step{kind: "strict"}
 	if on {
@@ -134,7 +139,7 @@ func run(t *testing.T, c *Cache, m *memBacking, steps []step) {
 			}
 		case "failw", "failr":
 			write, d, line := s.kind == "failw", s.pa.Domain, s.pa.Addr
-			m.fail = func(fd Domain, addr uint64, n int, w bool) error {
+			m.fail = func(fd engine.Domain, addr uint64, n int, w bool) error {
 				if w == write && fd == d && addr&^lineMask == line {
 					return errTestFault
 				}
@@ -155,7 +160,7 @@ func fillPattern(m *memBacking) {
 	}
 }
 
-func pat(d Domain, addr uint64, n int) []byte {
+func pat(d engine.Domain, addr uint64, n int) []byte {
 	out := make([]byte, n)
 	for i := range out {
 		out[i] = byte((int(addr)+i)*7) + byte(d)*0x80
@@ -165,7 +170,7 @@ func pat(d Domain, addr uint64, n int) []byte {
 
 func TestCache(t *testing.T) {
 	A, B, C := uint64(0x000), uint64(0x080), uint64(0x100)
-	rangeA := &Range{DomainSystem, A, LineBytes}
+	rangeA := &Range{engine.DomainSystem, A, LineBytes}
 	tests := []struct {
 		name     string
 		capacity int
@@ -219,21 +224,21 @@ func TestCache(t *testing.T) {
 			wr(1, sys(A), 1), wr(1, sys(B), 2), wr(1, vram(A), 3),
 			apply(OpWriteBack, rangeA),
 			mem(sys(A), 1), mem(sys(B), pat(0, B, 1)...), mem(vram(A), pat(1, A, 1)...),
-			apply(OpDiscard, &Range{DomainSystem, B + 127, 1}),
+			apply(OpDiscard, &Range{engine.DomainSystem, B + 127, 1}),
 			mem(sys(B), pat(0, B, 1)...),
 			stats(statView{Lines: 2, DirtyLines: 1, Discards: 1, Miss: 3}),
 		}},
 		{"range ops find lines by scanning when the range is large", 2, []step{
 			wr(1, sys(C), 1), wr(1, vram(C), 2),
-			apply(OpInvalidate, &Range{DomainSystem, 0, 1 << 40}),
+			apply(OpInvalidate, &Range{engine.DomainSystem, 0, 1 << 40}),
 			mem(sys(C), 1), mem(vram(C), pat(1, C, 1)...),
 			stats(statView{Lines: 1, DirtyLines: 1, Miss: 2}),
 		}},
 		{"range running past the end of the address space", 8, []step{
 			wr(1, sys(A), 1),
-			apply(OpWriteBack, &Range{DomainSystem, math.MaxUint64 - 10, math.MaxUint64}),
-			apply(OpWriteBack, &Range{DomainSystem, 0, 0}),
-			apply(OpWriteBack, &Range{Domain(9), 0, 100}),
+			apply(OpWriteBack, &Range{engine.DomainSystem, math.MaxUint64 - 10, math.MaxUint64}),
+			apply(OpWriteBack, &Range{engine.DomainSystem, 0, 0}),
+			apply(OpWriteBack, &Range{engine.Domain(9), 0, 100}),
 			stats(statView{Lines: 1, DirtyLines: 1, Miss: 1}),
 		}},
 		{"a CPU write stays hidden until invalidate", 8, []step{
@@ -320,21 +325,21 @@ func TestCache(t *testing.T) {
 			stats(statView{FillErrors: 3, Miss: 3}),
 		}},
 		{"fill failure with the bytes themselves unreadable", 8, []step{
-			failReads(DomainSystem, B),
+			failReads(engine.DomainSystem, B),
 			rdErr(sys(B+4), 4, errTestFault),
 			rd(0, sys(A), pat(0, A, 1)...),
 			stats(statView{Lines: 1, FillErrors: 1, Miss: 2}),
 		}},
 		{"failed write-back drops the line and counts it", 8, []step{
 			wr(1, sys(B), 5),
-			failWrites(DomainSystem, B),
+			failWrites(engine.DomainSystem, B),
 			apply(OpWriteBack, nil),
 			mem(sys(B), pat(0, B, 1)...),
 			stats(statView{WriteBackErrors: 1, Miss: 1}),
 		}},
 		{"failed eviction write-back loses only that line", 1, []step{
 			wr(1, sys(A), 5),
-			failWrites(DomainSystem, A),
+			failWrites(engine.DomainSystem, A),
 			wr(1, sys(B), 6),
 			apply(OpWriteBack, nil),
 			mem(sys(A), pat(0, A, 1)...), mem(sys(B), 6),
@@ -364,11 +369,11 @@ func TestCache(t *testing.T) {
 			wr(1, sys(A+120), bytesN(140, 0x5A)...),
 			rd(1, sys(A+120), bytesN(140, 0x5A)...),
 			stats(statView{Lines: 3, DirtyLines: 3, Hits: 3, Miss: 3}),
-			apply(OpWriteBack, &Range{DomainSystem, A + 200, 1}),
+			apply(OpWriteBack, &Range{engine.DomainSystem, A + 200, 1}),
 			stats(statView{Lines: 3, DirtyLines: 2, Hits: 3, Miss: 3}),
 		}},
 		{"bad domain and wrapping access are refused", 8, []step{
-			{kind: "read", pa: PhysAddr{Domain(2), 0}, data: make([]byte, 1), err: ErrDomain},
+			{kind: "read", pa: engine.PhysAddr{Domain: engine.Domain(2), Addr: 0}, data: make([]byte, 1), err: ErrDomain},
 			{kind: "write", pa: sys(math.MaxUint64 - 2), data: make([]byte, 4), err: ErrAddressOverflow},
 			rd(0, sys(A), []byte{}...),
 			stats(statView{}),
@@ -390,7 +395,7 @@ func TestApplyReportsWriteBackFailure(t *testing.T) {
 	if err := c.Write(1, sys(0x100), 0, []byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	m.fail = func(Domain, uint64, int, bool) error { return errTestFault }
+	m.fail = func(engine.Domain, uint64, int, bool) error { return errTestFault }
 	err := c.Apply(OpInvalidate, nil)
 	var wb *WriteBackError
 	if !errors.As(err, &wb) || !errors.Is(err, errTestFault) || wb.PA != sys(0x100) {
@@ -411,17 +416,17 @@ func TestEvictionIsDeterministic(t *testing.T) {
 		x := uint32(12345)
 		for i := 0; i < 5000; i++ {
 			x = x*1103515245 + 12345
-			d := Domain(x >> 31 & 1)
+			d := engine.Domain(x >> 31 & 1)
 			addr := uint64(x>>8) % (64<<10 - 8)
 			switch x >> 4 % 8 {
 			case 0, 1, 2:
-				_ = c.Read(int(x%4), PhysAddr{d, addr}, addr, make([]byte, 8))
+				_ = c.Read(int(x%4), engine.PhysAddr{Domain: d, Addr: addr}, addr, make([]byte, 8))
 			case 3, 4, 5:
-				_ = c.Write(int(x%4), PhysAddr{d, addr}, addr, []byte{byte(i), byte(i >> 8)})
+				_ = c.Write(int(x%4), engine.PhysAddr{Domain: d, Addr: addr}, addr, []byte{byte(i), byte(i >> 8)})
 			case 6:
 				_ = c.Apply(Op(x>>12%7+1), &Range{d, addr, uint64(x>>20) % 4096})
 			case 7:
-				_ = c.WriteUncached(PhysAddr{d, addr}, []byte{byte(i)})
+				_ = c.WriteUncached(engine.PhysAddr{Domain: d, Addr: addr}, []byte{byte(i)})
 			}
 		}
 		var keys []key
@@ -448,7 +453,7 @@ func TestRegisters(t *testing.T) {
 
 	set(abi.REG_L2_CNTL, abi.REG_L2_CNTL__STRICT_MASK)
 	_ = c.Read(5, sys(0), 0x0000_1234_5678_9000, make([]byte, 4))
-	m.cpuWrite(DomainSystem, 0, []byte{1})
+	m.cpuWrite(engine.DomainSystem, 0, []byte{1})
 	_ = c.Read(5, sys(0), 0x0000_1234_5678_9000, make([]byte, 4))
 	_ = c.Write(6, sys(0x80), 0, []byte{1})
 	want := map[uint32]uint32{
@@ -481,7 +486,7 @@ func TestRegisters(t *testing.T) {
 	}
 	set(abi.REG_L2_CONTROL, abi.REG_L2_CONTROL__WB_MASK)
 	waitIdle(1)
-	if reg(abi.REG_L2_DIRTY_LINES) != 0 || reg(abi.REG_L2_LINES) != 2 || m.cpuRead(DomainSystem, 0x80, 1)[0] != 1 {
+	if reg(abi.REG_L2_DIRTY_LINES) != 0 || reg(abi.REG_L2_LINES) != 2 || m.cpuRead(engine.DomainSystem, 0x80, 1)[0] != 1 {
 		t.Errorf("L2_CONTROL.WB: lines %d dirty %d", reg(abi.REG_L2_LINES), reg(abi.REG_L2_DIRTY_LINES))
 	}
 	set(abi.REG_L2_CONTROL, abi.REG_L2_CONTROL__WB_MASK|abi.REG_L2_CONTROL__INV_MASK)
@@ -507,7 +512,7 @@ func TestResetDropsWithoutWriteBack(t *testing.T) {
 	c := NewSize(m, 8, nil)
 	_ = c.Write(1, sys(0), 0, []byte{9})
 	c.Reset()
-	if got := m.cpuRead(DomainSystem, 0, 1)[0]; got != 0 {
+	if got := m.cpuRead(engine.DomainSystem, 0, 1)[0]; got != 0 {
 		t.Fatalf("Reset wrote back dirty data")
 	}
 	if s := c.Stats(); s.Lines != 0 || s.DirtyLines != 0 || c.DirtyLinesOf(1) != 0 {
@@ -516,7 +521,7 @@ func TestResetDropsWithoutWriteBack(t *testing.T) {
 	// The cache works normally afterwards.
 	_ = c.Write(1, sys(0), 0, []byte{7})
 	c.WriteBack(nil)
-	if got := m.cpuRead(DomainSystem, 0, 1)[0]; got != 7 {
+	if got := m.cpuRead(engine.DomainSystem, 0, 1)[0]; got != 7 {
 		t.Fatalf("memory holds %d after write-back, want 7", got)
 	}
 }
@@ -552,19 +557,19 @@ func TestConcurrentQueues(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := Domain(q % 2)
+			d := engine.Domain(q % 2)
 			base := uint64(q * region)
 			cur := make([]byte, region)
 			for i := range rounds {
 				off := uint64(i*37) % (region - 64)
 				chunk := bytesN(1+i%63, byte(q*16+i))
-				if err := c.Write(q, PhysAddr{d, base + off}, off, chunk); err != nil {
+				if err := c.Write(q, engine.PhysAddr{Domain: d, Addr: base + off}, off, chunk); err != nil {
 					t.Error(err)
 					return
 				}
 				copy(cur[off:], chunk)
 				got := make([]byte, 64)
-				if err := c.Read(q, PhysAddr{d, base + off}, off, got); err != nil {
+				if err := c.Read(q, engine.PhysAddr{Domain: d, Addr: base + off}, off, got); err != nil {
 					t.Error(err)
 					return
 				}
@@ -580,7 +585,7 @@ func TestConcurrentQueues(t *testing.T) {
 				case 30:
 					c.FenceCheck(q, 0)
 				case 40:
-					_ = c.ReadUncached(PhysAddr{d, base + off}, got)
+					_ = c.ReadUncached(engine.PhysAddr{Domain: d, Addr: base + off}, got)
 					if !bytes.Equal(got, cur[off:off+64]) {
 						t.Errorf("queue %d round %d: uncached read % x, want % x", q, i, got, cur[off:off+64])
 						return
@@ -599,7 +604,7 @@ func TestConcurrentQueues(t *testing.T) {
 			continue
 		}
 		// Bytes a queue never wrote are still 0 in memory and in cur.
-		if got := m.cpuRead(Domain(q%2), uint64(q*region), region); !bytes.Equal(got, final[q]) {
+		if got := m.cpuRead(engine.Domain(q%2), uint64(q*region), region); !bytes.Equal(got, final[q]) {
 			t.Errorf("queue %d: memory differs from its writes after write-back", q)
 		}
 	}

@@ -12,7 +12,7 @@
 //
 // # Data flow
 //
-// The MMU (package gpummu) translates a GPU address to a PhysAddr — a Domain (system memory by
+// The MMU (package gpummu) translates a GPU address to an engine.PhysAddr — a Domain (system memory by
 // DMA address, or VRAM by offset) and an address — and calls Read or Write for cached pages,
 // ReadUncached or WriteUncached for MTYPE_UC pages and BYPASS accesses, and Apply (WriteBack,
 // Invalidate, Discard) for cache actions. The cache reaches memory through a Backing, which

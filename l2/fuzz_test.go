@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"vgpu/engine"
 )
 
 // The fuzz world: 4 KiB of system memory and 4000 bytes of VRAM (so its last line straddles
@@ -32,13 +33,13 @@ func FuzzL2(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := newMem(fuzzSys, fuzzVRAM)
 		fillPattern(m)
-		var model [numDomains][]byte
+		var model [engine.NumDomains][]byte
 		for d := range model {
 			model[d] = bytes.Clone(m.mem[d])
 		}
 		c := NewSize(m, fuzzLines, nil)
 		c.SetStrict(true)
-		size := func(d Domain) uint64 { return uint64(len(model[d])) }
+		size := func(d engine.Domain) uint64 { return uint64(len(model[d])) }
 
 		arg := func(i int) byte {
 			if i < len(data) {
@@ -48,12 +49,12 @@ func FuzzL2(f *testing.F) {
 		}
 		for i, n := 0, 0; i < len(data) && n < fuzzSteps; i, n = i+6, n+1 {
 			op := data[i] % 9
-			d := Domain(arg(i+1) & 1)
+			d := engine.Domain(arg(i+1) & 1)
 			slot := int(arg(i+1) >> 1 % 4)
 			addr := (uint64(arg(i+2)) | uint64(arg(i+3))<<8) % (size(d) + 64)
 			ln := int(arg(i+4)) + 1
 			val := arg(i + 5)
-			pa := PhysAddr{d, addr}
+			pa := engine.PhysAddr{Domain: d, Addr: addr}
 			where := fmt.Sprintf("step %d op %d %v+%d", n, op, pa, ln)
 
 			switch op {
@@ -151,7 +152,7 @@ func FuzzL2(f *testing.F) {
 		c.WriteBack(nil)
 		for d := range model {
 			if !bytes.Equal(m.mem[d], model[d]) {
-				t.Fatalf("%v memory differs from the model after write-back", Domain(d))
+				t.Fatalf("%v memory differs from the model after write-back", engine.Domain(d))
 			}
 		}
 		if s := c.Stats(); s.DirtyLines != 0 {
@@ -171,7 +172,7 @@ func (c *Cache) residentIn(r *Range) []key {
 	return keys
 }
 
-func (c *Cache) anyResident(d Domain, from, to uint64) bool {
+func (c *Cache) anyResident(d engine.Domain, from, to uint64) bool {
 	return len(c.residentIn(&Range{d, from, to - from})) > 0
 }
 

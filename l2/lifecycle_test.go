@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"vgpu/engine"
 
 	"testing"
 	"time"
@@ -21,37 +22,37 @@ type splitBacking struct {
 	release  chan struct{}
 }
 
-func (b *splitBacking) slow(d Domain, addr uint64) bool {
-	return d == DomainSystem && addr >= b.slowFrom
+func (b *splitBacking) slow(d engine.Domain, addr uint64) bool {
+	return d == engine.DomainSystem && addr >= b.slowFrom
 }
 
-func (b *splitBacking) ReadDirect(d Domain, addr uint64, p []byte) error {
+func (b *splitBacking) ReadDirect(d engine.Domain, addr uint64, p []byte) error {
 	if b.slow(d, addr+uint64(len(p))-1) {
 		return fmt.Errorf("test: %v:%#x: %w", d, addr, ErrNotDirect)
 	}
 	return b.memBacking.ReadPhys(d, addr, p)
 }
 
-func (b *splitBacking) WriteDirect(d Domain, addr uint64, p []byte) error {
+func (b *splitBacking) WriteDirect(d engine.Domain, addr uint64, p []byte) error {
 	if b.slow(d, addr+uint64(len(p))-1) {
 		return fmt.Errorf("test: %v:%#x: %w", d, addr, ErrNotDirect)
 	}
 	return b.memBacking.WritePhys(d, addr, p)
 }
 
-func (b *splitBacking) wait(d Domain, addr uint64) {
+func (b *splitBacking) wait(d engine.Domain, addr uint64) {
 	if b.slow(d, addr) {
 		b.entered <- struct{}{}
 		<-b.release
 	}
 }
 
-func (b *splitBacking) ReadPhys(d Domain, addr uint64, p []byte) error {
+func (b *splitBacking) ReadPhys(d engine.Domain, addr uint64, p []byte) error {
 	b.wait(d, addr)
 	return b.memBacking.ReadPhys(d, addr, p)
 }
 
-func (b *splitBacking) WritePhys(d Domain, addr uint64, p []byte) error {
+func (b *splitBacking) WritePhys(d engine.Domain, addr uint64, p []byte) error {
 	b.wait(d, addr)
 	return b.memBacking.WritePhys(d, addr, p)
 }
@@ -147,7 +148,7 @@ func TestMaintenanceIsAsynchronous(t *testing.T) {
 		t.Errorf("after WB then WB+INV: %+v", s)
 	}
 	for i := range 16 {
-		if got := b.cpuRead(DomainSystem, uint64(i)*LineBytes, 1)[0]; got != byte(i+1) {
+		if got := b.cpuRead(engine.DomainSystem, uint64(i)*LineBytes, 1)[0]; got != byte(i+1) {
 			t.Errorf("line %d: memory has %d", i, got)
 		}
 	}
@@ -159,7 +160,7 @@ func TestMaintenanceErrorAndReset(t *testing.T) {
 	if err := c.Write(1, sys(0x100), 0, []byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	m.fail = func(Domain, uint64, int, bool) error { return errTestFault }
+	m.fail = func(engine.Domain, uint64, int, bool) error { return errTestFault }
 	c.StartMaintenance(OpWriteBack)
 	waitFor(t, func() bool { return c.ReadReg(regStatus)&abi.REG_L2_STATUS__BUSY_MASK == 0 })
 	if c.ReadReg(regStatus) != abi.REG_L2_STATUS__ERROR_MASK || c.ReadReg(regWBErrors) != 1 {
@@ -184,14 +185,14 @@ func TestDropLost(t *testing.T) {
 		_ = c.Write(1, vram(uint64(i)*LineBytes), 0, []byte{0xBB})
 	}
 	_ = c.Read(1, sys(0x800), 0, make([]byte, 4)) // clean system line
-	n := c.DropLost(&Range{Domain: DomainSystem, Addr: 0, Size: 1 << 63})
+	n := c.DropLost(&Range{Domain: engine.DomainSystem, Addr: 0, Size: 1 << 63})
 	if n != 4 {
 		t.Errorf("DropLost dropped %d dirty lines, want 4", n)
 	}
 	if s := c.Stats(); s.Lines != 4 || s.DirtyLines != 4 || s.Lost != 4 {
 		t.Errorf("after dropping system lines: %+v", s)
 	}
-	if !bytes.Equal(m.cpuRead(DomainSystem, 0, 1), []byte{0}) {
+	if !bytes.Equal(m.cpuRead(engine.DomainSystem, 0, 1), []byte{0}) {
 		t.Error("a lost line was written back")
 	}
 	c.Reset()

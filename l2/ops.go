@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"vgpu/engine"
 )
 
 // Op is a set of cache maintenance actions, as packets request them (RELEASE_MEM and
@@ -24,6 +25,22 @@ const (
 
 	opAll = OpWriteBack | OpInvalidate | OpDiscard
 )
+
+// OpFor returns the actions of an engine's cache operation; false for a value that names
+// none.
+func OpFor(op engine.CacheOp) (Op, bool) {
+	switch op {
+	case engine.CacheWB:
+		return OpWriteBack, true
+	case engine.CacheInv:
+		return OpInvalidate, true
+	case engine.CacheWBInv:
+		return OpWriteBackInvalidate, true
+	case engine.CacheDiscard:
+		return OpDiscard, true
+	}
+	return 0, false
+}
 
 func (o Op) String() string {
 	if o == 0 {
@@ -113,7 +130,7 @@ func (c *Cache) collect(r *Range) []*line {
 			out = append(out, l)
 		}
 	} else {
-		if r.Size == 0 || r.Domain >= numDomains || len(c.lines) == 0 {
+		if r.Size == 0 || r.Domain >= engine.NumDomains || len(c.lines) == 0 {
 			return nil
 		}
 		last := math.MaxUint64 - r.Addr // bytes after Addr that exist

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
@@ -80,7 +81,7 @@ func (c *Cache) SetLimiter(l *ratelog.Limiter) { c.events.log = l }
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
-func (e *events) staleRead(slot int, va uint64, pa PhysAddr) {
+func (e *events) staleRead(slot int, va uint64, pa engine.PhysAddr) {
 	e.mu.Lock()
 	e.stale++
 	e.last = Event{Kind: abi.L2_EVENT_STALE_READ, Slot: slot, Addr: va}

@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
-
-	"vgpu/cp"
+	"vgpu/engine"
 )
 
 // FaultError is Memory's access error. Translation faults (outside the memory, or a page set
@@ -37,10 +36,10 @@ const PageSize = 4096
 // Event is one recorded engine operation (see Memory.SetTrace).
 type Event struct {
 	Kind   string // "read", "write", "cache", "fence", "iv"
-	Access cp.Access
+	Access engine.Access
 	Addr   uint64
 	Size   uint64
-	Op     cp.CacheOp
+	Op     engine.CacheOp
 	Data   uint64 // first bytes written (writes), IV Data[0] (iv)
 }
 
@@ -57,7 +56,7 @@ func (e Event) String() string {
 }
 
 // Memory is a flat GPU address space for tests: GPU address va is byte va of a slice (no
-// cache: CacheOp and FenceCheck are only counted and traced). It implements cp.Memory. Pages
+// cache: CacheOp and FenceCheck are only counted and traced). It implements engine.Memory. Pages
 // can be made to fault. Host-side helpers (Load32, Store32, ...) are the CPU's view: they do
 // not wake the CP, as a CPU store does not.
 type Memory struct {
@@ -155,8 +154,8 @@ func (m *Memory) check(va uint64, n int, write bool) error {
 	return nil
 }
 
-// Read implements cp.Memory.
-func (m *Memory) Read(a cp.Access, va uint64, p []byte) error {
+// Read implements engine.Memory.
+func (m *Memory) Read(a engine.Access, va uint64, p []byte) error {
 	m.mu.Lock()
 	m.Reads++
 	if err := m.check(va, len(p), false); err != nil {
@@ -171,8 +170,8 @@ func (m *Memory) Read(a cp.Access, va uint64, p []byte) error {
 	return nil
 }
 
-// Write implements cp.Memory; it calls the SetOnWrite hook after the data landed.
-func (m *Memory) Write(a cp.Access, va uint64, p []byte) error {
+// Write implements engine.Memory; it calls the SetOnWrite hook after the data landed.
+func (m *Memory) Write(a engine.Access, va uint64, p []byte) error {
 	m.mu.Lock()
 	m.Writes++
 	if err := m.check(va, len(p), true); err != nil {
@@ -193,8 +192,8 @@ func (m *Memory) Write(a cp.Access, va uint64, p []byte) error {
 	return nil
 }
 
-// CacheOp implements cp.Memory: counted and traced (there is no cache).
-func (m *Memory) CacheOp(a cp.Access, op cp.CacheOp, va, size uint64) error {
+// CacheOp implements engine.Memory: counted and traced (there is no cache).
+func (m *Memory) CacheOp(a engine.Access, op engine.CacheOp, va, size uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.CacheOps++
@@ -204,13 +203,13 @@ func (m *Memory) CacheOp(a cp.Access, op cp.CacheOp, va, size uint64) error {
 	return nil
 }
 
-// FenceCheck implements cp.Memory: counted and traced.
+// FenceCheck implements engine.Memory: counted and traced.
 func (m *Memory) FenceCheck(slot int, va uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.FenceChecks++
 	if m.trace {
-		m.events = append(m.events, Event{Kind: "fence", Access: cp.Access{Slot: slot}, Addr: va})
+		m.events = append(m.events, Event{Kind: "fence", Access: engine.Access{Slot: slot}, Addr: va})
 	}
 }
 

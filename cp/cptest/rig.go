@@ -4,26 +4,27 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"vgpu/engine"
 
 	"vgpu/abi"
 	"vgpu/cp"
 )
 
-// Interrupts records the CP's IVs (cp.Interrupts). With Mem set, each IV is also a trace
+// Interrupts records the CP's IVs (engine.Interrupts). With Mem set, each IV is also a trace
 // event, so tests can check its order against memory operations.
 type Interrupts struct {
 	Mem *Memory
 
 	mu     sync.Mutex
-	ivs    []cp.IV
+	ivs    []engine.IV
 	notify chan struct{}
 }
 
 // NewInterrupts returns an empty recorder.
 func NewInterrupts() *Interrupts { return &Interrupts{notify: make(chan struct{}, 1)} }
 
-// Push implements cp.Interrupts.
-func (i *Interrupts) Push(iv cp.IV) {
+// Push implements engine.Interrupts.
+func (i *Interrupts) Push(iv engine.IV) {
 	if i.Mem != nil {
 		i.Mem.record(Event{Kind: "iv", Data: uint64(iv.Data[0])})
 	}
@@ -37,10 +38,10 @@ func (i *Interrupts) Push(iv cp.IV) {
 }
 
 // All returns every IV so far.
-func (i *Interrupts) All() []cp.IV {
+func (i *Interrupts) All() []engine.IV {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return append([]cp.IV(nil), i.ivs...)
+	return append([]engine.IV(nil), i.ivs...)
 }
 
 // Reset forgets every IV.
