@@ -25,6 +25,7 @@
 #include <linux/list.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 #include "ktap.h"
 #include "pm4.h"
@@ -83,6 +84,37 @@ struct vgpu_ih_slot {
 	u32 err_data[4];
 };
 
+/* One VM-fault IV as gmc_v11_0_process_interrupt decodes it. */
+struct vgpu_vm_fault {
+	u64 addr;		/* DW4 << 12 | (DW5 & 0xF) << 44 */
+	u32 status;		/* DW7: the fault's VM_FAULT_STATUS word */
+	u32 flags;		/* DW5 (VM_IV_DW5_*: EXE, WRITE, READ, RETRY) */
+	u32 cam;		/* DW6 CAM index (retry faults) */
+	u16 pasid;		/* DW3 */
+	u8 vmid;		/* DW0 */
+	ktime_t time;		/* when the handler decoded it */
+};
+
+/* The VM-fault IVs of one VMID; written under ih.lock. */
+struct vgpu_ih_vmid {
+	u32 faults;		/* VM-fault IVs */
+	u32 retry;		/* ... with RETRY */
+	u32 cam_busy;		/* retry IVs whose CAM index was still unacknowledged */
+	struct vgpu_vm_fault first, last;
+};
+
+/* Retry faults delegated to process context (amdgpu's soft IH ring). */
+#define VT_IH_SOFT_ENTRIES	256
+
+struct vgpu_ih_soft {
+	struct vgpu_vm_fault e[VT_IH_SOFT_ENTRIES];
+	u32 head, tail;		/* free-running; under ih.lock */
+	u32 dropped;		/* the ring was full: a fault nobody will acknowledge */
+	u32 max_queued;
+	DECLARE_BITMAP(cam_out, VGPU_VM_RETRY_CAM_ENTRIES);	/* IV seen, not yet acked */
+	struct work_struct work;
+};
+
 struct vgpu_ih {
 	spinlock_t lock;	/* the ring state below; taken by the vector's handler */
 	bool enabled;
@@ -96,10 +128,14 @@ struct vgpu_ih {
 	u32 overflows;		/* RB_OVERFLOW seen: entries were lost */
 	u32 unknown;		/* IVs from no known client/source/ring */
 	u32 unknown_dw0;
-	u32 vm_faults;
-	u32 vm_fault_data[2];
+	u32 vm_faults;		/* VM-fault IVs of every VMID */
+	u32 vm_bad_cam;		/* retry IVs with a CAM index beyond the CAM */
+	struct vgpu_ih_vmid vm[VGPU_VM_CONTEXTS];
+	struct vgpu_ih_soft soft;
 	struct vgpu_ih_slot slot[VGPU_BLOCK_HQD_COUNT];
 };
+
+struct vgpu_vm;
 
 struct vgpu_ring {
 	struct vgpu_cp *cp;
@@ -137,6 +173,8 @@ struct vgpu_cp {
 	struct vgpu_bo *wb;
 	struct vgpu_ih ih;
 	struct vgpu_ring *rings[VGPU_BLOCK_HQD_COUNT];
+	struct vgpu_vm *vms[VGPU_VM_CONTEXTS];	/* process address spaces, by VMID (vm.c) */
+	u32 vm_orphans;		/* retry faults of no VM we know (acknowledged anyway) */
 	bool wedged;		/* a queue did not stop: its memory must never be freed */
 };
 
@@ -189,6 +227,10 @@ int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp);
 void vgpu_ih_hw_init(struct vgpu_cp *cp);
 void vgpu_ih_disable(struct vgpu_cp *cp);
 void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot *out);
+void vgpu_ih_vmid_get(struct vgpu_cp *cp, unsigned int vmid, struct vgpu_ih_vmid *out);
+void vgpu_ih_vmid_reset(struct vgpu_cp *cp, unsigned int vmid);
+void vgpu_ih_cam_acked(struct vgpu_cp *cp, u32 cam);
+void vgpu_ih_soft_flush(struct vgpu_cp *cp);
 
 /* ---- ring.c: HQD rings, submission, fences ---- */
 

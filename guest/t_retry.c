@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Recoverable (retry) faults: an IB in a process VMID touches unmapped pages; the IH handler
+ * delegates each retry-fault IV to a work item, which maps the page, invalidates and
+ * acknowledges the CAM entry (vm.c); the access is replayed and the job completes.
+ */
+
+#include <linux/bitfield.h>
+#include <linux/bitmap.h>
+#include <linux/delay.h>
+#include <linux/jiffies.h>
+#include <linux/kernel.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/vmalloc.h>
+
+#include "cases.h"
+#include "vm.h"
+
+#define VT_RETRY_SLOT(cp)	vt_compute_slot(cp, 0, 6)
+#define VT_VA_LAZY		0x0000700000005000ULL	/* no table maps it until it faults */
+#define VT_RETRY_BYTES		256
+#define VT_RETRY_MARK		0x7E7E0007
+
+struct vt_retry_one {
+	struct vgpu *vg;
+	struct vgpu_bo *backing;
+	unsigned int slot;
+	u32 calls;
+	u32 state;		/* the queue's HQD state while its fault was handled */
+	bool write;
+};
+
+/* Maps the lazy page to its backing page, noting what the faulting queue was doing. */
+static u64 vt_retry_one_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
+{
+	struct vt_retry_one *c = arg;
+
+	c->calls++;
+	c->state = vgpu_hqd_state(c->vg, c->slot);
+	c->write = write;
+	if (va != VT_VA_LAZY)
+		return 0;
+	return vt_vm_pte(c->backing->dma, true, VT_VM_RW);
+}
+
+/* Waits for a fence while the fault work item makes progress (each fault restarts the wait). */
+static int vt_retry_fence_wait(struct vt_case *t, struct vgpu_ring *r, struct vgpu_vm *vm,
+			       u32 seq)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	struct vgpu_vm_retry_stats st;
+	char desc[VT_STATE_LEN];
+	u32 last = 0;
+
+	if (r->kicked != r->wptr)
+		vgpu_ring_kick(r);
+	for (;;) {
+		if (vgpu_fence_done(r, seq))
+			return 0;
+		vgpu_vm_retry_get(vm, &st);
+		if (st.handled != last) {
+			last = st.handled;
+			deadline = jiffies + msecs_to_jiffies(timeout_ms);
+		}
+		if (time_after(jiffies, deadline))
+			break;
+		usleep_range(50, 100);
+	}
+	vgpu_ring_describe(r, desc, sizeof(desc));
+	return vt_reason(t, -ETIMEDOUT,
+			 "fence %u not reached %u ms after the last of %u retry faults handled (CAM_STATUS %#x, %s)",
+			 seq, timeout_ms, last, vgpu_rd(r->cp->vg, VGPU_REG_VM_RETRY_CAM_STATUS), desc);
+}
+
+/* CAM_STATUS shows no entry in use and nobody waiting, and the IVs match RETRY_FAULTS. */
+static void vt_retry_check_cam(struct vt_case *t, const char *name, struct vgpu_cp *cp,
+			       const struct vgpu_ih_vmid *v, u32 retry0, u32 want, u32 bad_cam0)
+{
+	u32 cam = vgpu_rd(cp->vg, VGPU_REG_VM_RETRY_CAM_STATUS);
+	u32 used = FIELD_GET(VGPU_REG_VM_RETRY_CAM_STATUS__USED_MASK, cam);
+	u32 size = FIELD_GET(VGPU_REG_VM_RETRY_CAM_STATUS__SIZE_MASK, cam);
+	u32 retries = vgpu_rd(cp->vg, VGPU_REG_VM_RETRY_FAULTS) - retry0;
+	u32 bad = READ_ONCE(cp->ih.vm_bad_cam) - bad_cam0;
+
+	vt_check(t, !used && size == VGPU_VM_RETRY_CAM_ENTRIES &&
+		 !(cam & VGPU_REG_VM_RETRY_CAM_STATUS__WAITING_FULL_MASK) && retries == want &&
+		 !v->cam_busy && !bad, name,
+		 "RETRY_CAM_STATUS %#x (used %u, size %u, want 0 and %u), RETRY_FAULTS +%u (want +%u), %u IVs reused an unacknowledged CAM index, %u beyond the CAM",
+		 cam, used, size, (u32)VGPU_VM_RETRY_CAM_ENTRIES, retries, want, v->cam_busy, bad);
+}
+
+enum vt_res t_retry_fault(struct vt_case *t)
+{
+	static const char *const names[] = {
+		"job_completes", "right_data", "one_retry_iv", "handled_in_work", "waited_not_halted",
+		"cam_acked", "no_noretry_fault",
+	};
+	struct vgpu *vg = t->vg;
+	struct vgpu_bo *src = NULL;
+	struct vgpu_vm_job j = {};
+	struct vt_retry_one c = {};
+	struct vgpu_vm_retry_stats st;
+	struct vgpu_vm_latch l;
+	struct vgpu_ih_vmid v;
+	char why[VT_WHY_LEN];
+	u32 p[32], n, seq, i, pattern, retry0, faults0, bad0, bad;
+	struct vgpu_cp *cp;
+	int ret;
+
+	vt_sub_begin(t, ARRAY_SIZE(names));
+	cp = vgpu_cp_get(t);
+	if (!cp)
+		return vt_cp_unavailable(t, names, ARRAY_SIZE(names));
+	vgpu_vm_latch_clear(vg);
+	src = vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false);
+	c.backing = src ? vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false) : NULL;
+	ret = c.backing ? 0 : -ENOMEM;
+	ret = ret ?: vgpu_vm_job_init(t, cp, &j, 10, 0x10a, VT_VM_RETRY, VT_RETRY_SLOT(cp));
+	ret = ret ?: vgpu_vm_map_bo(t, j.vm, VT_VA_DATA, src, VGPU_PTE_READABLE_MASK);
+	if (ret) {
+		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
+		goto out;
+	}
+	c.vg = vg;
+	c.slot = j.ring->slot;
+	vgpu_vm_set_resolver(j.vm, vt_retry_one_resolve, &c);
+	pattern = vgpu_dma_pattern();
+	for (i = 0; i < VT_RETRY_BYTES / 4; i++)
+		vgpu_bo_wr(src, 4 * i, pattern + i);
+	retry0 = vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS);
+	faults0 = vgpu_rd(vg, VGPU_REG_VM_FAULTS);
+	bad0 = READ_ONCE(cp->ih.vm_bad_cam);
+	vt_note(t, "VMID 10 copies %u bytes to %#llx, which no page table maps; slot %u",
+		VT_RETRY_BYTES, VT_VA_LAZY, c.slot);
+
+	n = vt_copy(p, VT_VA_DATA, VT_VA_LAZY, VT_RETRY_BYTES);
+	n += vt_wr(p + n, VT_VA_LAZY + 0x200, VT_RETRY_MARK);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_fence_wait(t, j.ring, j.vm, seq);
+	vt_check(t, !ret, names[0], "%s", t->err);
+	for (i = 0, bad = 0; i < VT_RETRY_BYTES / 4; i++)
+		bad += vgpu_bo_rd(c.backing, 4 * i) != pattern + i;
+	vt_check(t, !ret && !bad && vgpu_bo_rd(c.backing, 0x200) == VT_RETRY_MARK, names[1],
+		 "the page mapped on the fault: %u of %u copied dwords wrong, mark %#010x (want %#010x)",
+		 bad, VT_RETRY_BYTES / 4, vgpu_bo_rd(c.backing, 0x200), VT_RETRY_MARK);
+
+	msleep(VT_SETTLE_MS);
+	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
+	why[0] = '\0';
+	if (v.faults != 1 || v.retry != 1)
+		snprintf(why, sizeof(why), "VMID %u: %u VM-fault IVs, %u with RETRY; want exactly 1",
+			 j.vm->vmid, v.faults, v.retry);
+	else
+		vgpu_vm_fault_is(&v.first, j.vm, VT_VA_LAZY, VGPU_VM_IV_DW5_WRITE_MASK, true, 0,
+				 false, why, sizeof(why));
+	vt_check(t, !why[0], names[2], "%s", why);
+	vgpu_vm_retry_get(j.vm, &st);
+	vt_check(t, st.handled == 1 && st.resolved == 1 && !st.not_in_task && !st.surplus &&
+		 !st.flush_failed && c.calls == 1 && c.write, names[3],
+		 "work item: %u handled, %u resolved, %u outside process context, %u surplus, %u flushes failed; resolver called %u times (write %d)",
+		 st.handled, st.resolved, st.not_in_task, st.surplus, st.flush_failed, c.calls,
+		 c.write);
+	vt_check(t, c.calls && c.state != VGPU_HQD_STATE_HALTED && c.state != VGPU_HQD_STATE_IDLE,
+		 names[4], "while its fault was handled the queue was %s, want it active and not halted",
+		 c.calls ? vgpu_state_name(c.state) : "never seen");
+	vt_retry_check_cam(t, names[5], cp, &v, retry0, 1, bad0);
+	vgpu_vm_latch_read(vg, &l);
+	vt_check(t, !l.status && vgpu_rd(vg, VGPU_REG_VM_FAULTS) == faults0, names[6],
+		 "VM_FAULT_STATUS %#x, VM_FAULTS %u -> %u: a retry fault is not a no-retry fault",
+		 l.status, faults0, vgpu_rd(vg, VGPU_REG_VM_FAULTS));
+out:
+	vgpu_vm_job_fini(t, &j);
+	vgpu_vm_latch_clear(vg);
+	vgpu_bo_free(cp, c.backing);
+	vgpu_bo_free(cp, src);
+	return vt_cp_end(t, cp);
+}
+
+#define VT_STORM_PAGES		512
+#define VT_STORM_BYTES		(VT_STORM_PAGES * VT_GPU_PAGE)
+#define VT_VA_STORM_SRC		0x0000500000000000ULL	/* a 2 MiB page over VRAM */
+#define VT_VA_STORM_DST		0x0000700000200000ULL	/* 512 pages, none mapped */
+
+struct vt_storm {
+	u64 dst;		/* VRAM offset the destination pages are mapped to on their fault */
+	DECLARE_BITMAP(seen, VT_STORM_PAGES);
+	u32 again;		/* a page resolved a second time */
+	u32 outside;		/* a fault outside the destination */
+};
+
+static u64 vt_storm_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
+{
+	struct vt_storm *s = arg;
+	u64 k = (va - VT_VA_STORM_DST) / VT_GPU_PAGE;
+
+	if (va < VT_VA_STORM_DST || k >= VT_STORM_PAGES) {
+		s->outside++;
+		return 0;
+	}
+	if (test_and_set_bit(k, s->seen))
+		s->again++;
+	return vt_vm_pte(s->dst + k * VT_GPU_PAGE, false, VT_VM_RW);
+}
+
+enum vt_res t_fault_storm(struct vt_case *t)
+{
+	static const char *const names[] = {
+		"job_completes", "every_page_once", "no_lost_ivs", "no_surplus_ivs", "cam_rules",
+		"right_data",
+	};
+	struct vgpu *vg = t->vg;
+	struct vgpu_vm_job j = {};
+	struct vgpu_vm_retry_stats st;
+	struct vgpu_ih_vmid v;
+	struct vt_storm *s = NULL;
+	u32 p[16], n, seq, i, pattern, retry0, bad0, drop0, bad, first = 0, pages;
+	u32 *buf = NULL;
+	struct vgpu_cp *cp;
+	ktime_t start;
+	u64 src;
+	int ret;
+
+	vt_sub_begin(t, ARRAY_SIZE(names));
+	cp = vgpu_cp_get(t);
+	if (!cp)
+		return vt_cp_unavailable(t, names, ARRAY_SIZE(names));
+	src = ALIGN_DOWN(vg->vram_len / 2, VT_SZ_2M);
+	if (src < VT_SZ_2M || src + 2 * VT_SZ_2M > vg->vram_len) {
+		vt_reason(t, -ENOSPC, "BAR0 is %#llx bytes: no room for 2 x 2 MiB of VRAM",
+			  (u64)vg->vram_len);
+		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
+		return vt_cp_end(t, cp);
+	}
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	buf = vmalloc(VT_STORM_BYTES);
+	ret = s && buf ? 0 : vt_reason(t, -ENOMEM, "out of memory");
+	ret = ret ?: vgpu_vm_job_init(t, cp, &j, 11, 0x10b, VT_VM_RETRY, VT_RETRY_SLOT(cp));
+	ret = ret ?: vgpu_vm_map_huge(t, j.vm, VT_VA_STORM_SRC, 1,
+				      vt_vm_pte(src, false, VGPU_PTE_READABLE_MASK));
+	if (ret) {
+		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
+		goto out;
+	}
+	s->dst = src + VT_SZ_2M;
+	vgpu_vm_set_resolver(j.vm, vt_storm_resolve, s);
+	pattern = vgpu_dma_pattern();
+	for (i = 0; i < VT_STORM_BYTES / 4; i++)
+		buf[i] = pattern + i;
+	memcpy_toio(vg->vram + src, buf, VT_STORM_BYTES);
+	memset_io(vg->vram + s->dst, 0, VT_STORM_BYTES);
+	vgpu_hdp_flush(vg);
+	retry0 = vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS);
+	bad0 = READ_ONCE(cp->ih.vm_bad_cam);
+	drop0 = READ_ONCE(cp->ih.soft.dropped);
+	vt_note(t, "VMID 11 copies 2 MiB from a 2 MiB page (VRAM %#llx) to %u unmapped pages at %#llx, mapped to VRAM %#llx.. as they fault",
+		src, VT_STORM_PAGES, VT_VA_STORM_DST, s->dst);
+
+	start = ktime_get();
+	n = vt_copy(p, VT_VA_STORM_SRC, VT_VA_STORM_DST, VT_STORM_BYTES);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_fence_wait(t, j.ring, j.vm, seq);
+	vt_note(t, "fault_storm: %lld ms for the copy", ktime_ms_delta(ktime_get(), start));
+	vt_check(t, !ret, names[0], "%s", t->err);
+
+	msleep(VT_SETTLE_MS);
+	vgpu_vm_retry_get(j.vm, &st);
+	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
+	pages = bitmap_weight(s->seen, VT_STORM_PAGES);
+	vt_note(t, "retry IVs %u, handled %u, resolved %u, surplus %u, soft ring at most %u queued",
+		v.retry, st.handled, st.resolved, st.surplus, READ_ONCE(cp->ih.soft.max_queued));
+	vt_check(t, pages == VT_STORM_PAGES && !s->again && !s->outside, names[1],
+		 "%u of %u pages faulted and were mapped, %u twice, %u faults outside the copy",
+		 pages, VT_STORM_PAGES, s->again, s->outside);
+	vt_check(t, v.retry == VT_STORM_PAGES && st.handled == v.retry &&
+		 READ_ONCE(cp->ih.soft.dropped) == drop0, names[2],
+		 "%u retry IVs for %u faulting pages, %u handled, %u lost by the soft ring",
+		 v.retry, VT_STORM_PAGES, st.handled, READ_ONCE(cp->ih.soft.dropped) - drop0);
+	vt_check(t, !st.surplus && !st.unresolved && v.faults == v.retry, names[3],
+		 "%u IVs for pages already mapped, %u unresolved, %u no-retry IVs",
+		 st.surplus, st.unresolved, v.faults - v.retry);
+	vt_retry_check_cam(t, names[4], cp, &v, retry0, VT_STORM_PAGES, bad0);
+
+	vgpu_hdp_invalidate(vg);
+	memcpy_fromio(buf, vg->vram + s->dst, VT_STORM_BYTES);
+	for (i = 0, bad = 0; i < VT_STORM_BYTES / 4; i++) {
+		if (buf[i] != pattern + i && !bad++)
+			first = i;
+	}
+	vt_check(t, !ret && !bad, names[5],
+		 "%u of %u destination dwords wrong, the first at byte %#x: %#010x, want %#010x",
+		 bad, VT_STORM_BYTES / 4, 4 * first, buf[first], pattern + first);
+out:
+	vgpu_vm_job_fini(t, &j);
+	vgpu_vm_latch_clear(vg);
+	vfree(buf);
+	kfree(s);
+	return vt_cp_end(t, cp);
+}
