@@ -205,7 +205,7 @@ var memoryGroups = []ConstGroup{
 		c("CONTEXTS", 16, "VM_CONTEXT instances (instance 0 reserved)."),
 		c("INV_ENGINES", 18, "VM_INV_ENG instances."),
 		c("RETRY_CAM_ENTRIES", 64, "Retry CAM entries: at most this many distinct faulting pages have an IV outstanding."),
-		c("TLB_ENTRIES", 1024, "Cached translations per VMID (pages, fragments or huge pages; replaced oldest first)."),
+		c("TLB_ENTRIES", 1024, "Cached translations per VMID (pages, fragments or huge pages; 4-way set-associative)."),
 		c("PDE_CACHE_ENTRIES", 256, "Cached page-directory entries per VMID."),
 		c("LEVEL_BITS", 9, "VA bits per page-directory level."),
 	)},

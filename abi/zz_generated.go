@@ -1092,7 +1092,7 @@ const (
 	VM_INV_ENGINES = 0x12
 	// VM_RETRY_CAM_ENTRIES Retry CAM entries: at most this many distinct faulting pages have an IV outstanding.
 	VM_RETRY_CAM_ENTRIES = 0x40
-	// VM_TLB_ENTRIES Cached translations per VMID (pages, fragments or huge pages; replaced oldest first).
+	// VM_TLB_ENTRIES Cached translations per VMID (pages, fragments or huge pages; 4-way set-associative).
 	VM_TLB_ENTRIES = 0x400
 	// VM_PDE_CACHE_ENTRIES Cached page-directory entries per VMID.
 	VM_PDE_CACHE_ENTRIES = 0x100

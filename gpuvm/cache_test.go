@@ -227,7 +227,8 @@ func TestEngineSemaphoreAndVMID0(t *testing.T) {
 	}
 }
 
-// The TLB never grows past its capacity, and still translates correctly when full.
+// The TLB never grows past its capacity (a set-associative cache fills most of it), and
+// still translates correctly when full.
 func TestTLBCapacity(t *testing.T) {
 	w := newWorld(t)
 	w.enable(1, cntl(0))
@@ -242,7 +243,7 @@ func TestTLBCapacity(t *testing.T) {
 			}
 		}
 	}
-	if got := w.vm.Stats().TLBEntries; got != TLBEntries {
+	if got := w.vm.Stats().TLBEntries; got > TLBEntries || got < TLBEntries*3/4 {
 		t.Errorf("%d TLB entries, capacity %d", got, TLBEntries)
 	}
 }

@@ -25,7 +25,7 @@
 //
 // Each VMID has a TLB of TLBEntries translations (a page, a fragment run — PTE_FRAGMENT — or
 // a huge page, so one entry covers a whole contiguous run) and a PDE cache of
-// PDECacheEntries, both replaced first in, first out. Nothing but an invalidation (an engine's
+// PDECacheEntries, both 4-way set-associative with the ways of a set replaced in turn. Nothing but an invalidation (an engine's
 // REQ, INVALIDATE_TLBS by PASID, InvalidateVMIDs, Reset) drops them: a PTE the driver changes
 // keeps being served from the TLB, as on hardware. A walk that raced an invalidation does not
 // insert its result (a per-VMID generation). Register writes take effect for the next walk.

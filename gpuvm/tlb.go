@@ -49,7 +49,7 @@ func (cx *vmContext) invalidate(m invMask) {
 func (cx *vmContext) entries() int {
 	cx.mu.Lock()
 	defer cx.mu.Unlock()
-	return len(cx.tlb.idx)
+	return cx.tlb.n
 }
 
 // tlbEntry is a cached translation of an aligned run of 2^shift bytes: a page, a fragment
@@ -69,19 +69,38 @@ func (e *tlbEntry) pa(rel uint64) uint64 { return e.pbase + (rel - e.vbase) }
 
 func tlbKey(vbase uint64, shift uint8) uint64 { return vbase>>shift<<6 | uint64(shift) }
 
-// tlb is a fixed-capacity translation cache replaced first in, first out. Entries of
-// different sizes coexist; a lookup probes each size present (usually one or two).
+// Both caches are set-associative, as hardware's are: a key hashes to a set of ways entries,
+// replaced in turn within the set. Lookups and fills are a few array reads, no allocation.
+const (
+	ways       = 4
+	tlbSets    = TLBEntries / ways
+	pdeSets    = PDECacheEntries / ways
+	tlbSetBits = 8 // log2(tlbSets)
+	pdeSetBits = 6 // log2(pdeSets)
+)
+
+var (
+	_ [tlbSets - 1<<tlbSetBits]struct{}
+	_ [1<<tlbSetBits - tlbSets]struct{}
+	_ [pdeSets - 1<<pdeSetBits]struct{}
+	_ [1<<pdeSetBits - pdeSets]struct{}
+)
+
+func setOf(key uint64, bits uint) int { return int(key * 0x9E3779B97F4A7C15 >> (64 - bits)) }
+
+// tlb is a fixed-capacity translation cache. Entries of different sizes coexist; a lookup
+// probes the set of each size present (usually one or two).
 type tlb struct {
-	idx    map[uint64]int32
-	e      []tlbEntry
-	next   int
+	e      []tlbEntry // tlbSets × ways, allocated on first fill
+	turn   [tlbSets]uint8
+	n      int    // valid entries
 	shifts uint64 // bit s: some entry has shift s
 	count  [64]uint16
 	mru    int32
 }
 
 func (t *tlb) lookup(rel uint64) (tlbEntry, bool) {
-	if t.e == nil {
+	if t.n == 0 {
 		return tlbEntry{}, false
 	}
 	if e := &t.e[t.mru]; e.covers(rel) {
@@ -89,9 +108,13 @@ func (t *tlb) lookup(rel uint64) (tlbEntry, bool) {
 	}
 	for m := t.shifts; m != 0; m &= m - 1 {
 		s := uint8(bits.TrailingZeros64(m))
-		if i, ok := t.idx[tlbKey(rel&^(uint64(1)<<s-1), s)]; ok {
-			t.mru = i
-			return t.e[i], true
+		vb := rel &^ (uint64(1)<<s - 1)
+		base := setOf(tlbKey(vb, s), tlbSetBits) * ways
+		for i := base; i < base+ways; i++ {
+			if e := &t.e[i]; e.valid && e.shift == s && e.vbase == vb {
+				t.mru = int32(i)
+				return *e, true
+			}
 		}
 	}
 	return tlbEntry{}, false
@@ -100,18 +123,26 @@ func (t *tlb) lookup(rel uint64) (tlbEntry, bool) {
 func (t *tlb) insert(n tlbEntry) {
 	if t.e == nil {
 		t.e = make([]tlbEntry, TLBEntries)
-		t.idx = make(map[uint64]int32, TLBEntries)
 	}
-	k := tlbKey(n.vbase, n.shift)
-	if i, ok := t.idx[k]; ok {
-		t.e[i] = n
-		return
+	set := setOf(tlbKey(n.vbase, n.shift), tlbSetBits)
+	base := set * ways
+	slot := -1
+	for i := base; i < base+ways; i++ {
+		if e := &t.e[i]; e.valid && e.shift == n.shift && e.vbase == n.vbase {
+			*e = n
+			return
+		}
+		if slot < 0 && !t.e[i].valid {
+			slot = i
+		}
 	}
-	i := int32(t.next)
-	t.next = (t.next + 1) % TLBEntries
-	t.evict(i)
-	t.e[i] = n
-	t.idx[k] = i
+	if slot < 0 {
+		slot = base + int(t.turn[set])
+		t.turn[set] = (t.turn[set] + 1) % ways
+		t.evict(int32(slot))
+	}
+	t.e[slot] = n
+	t.n++
 	t.count[n.shift]++
 	t.shifts |= 1 << n.shift
 }
@@ -121,7 +152,7 @@ func (t *tlb) evict(i int32) {
 	if !old.valid {
 		return
 	}
-	delete(t.idx, tlbKey(old.vbase, old.shift))
+	t.n--
 	if t.count[old.shift]--; t.count[old.shift] == 0 {
 		t.shifts &^= 1 << old.shift
 	}
@@ -129,6 +160,9 @@ func (t *tlb) evict(i int32) {
 }
 
 func (t *tlb) dropShift(s uint8) {
+	if t.count[s] == 0 {
+		return
+	}
 	for i := range t.e {
 		if t.e[i].valid && t.e[i].shift == s {
 			t.evict(int32(i))
@@ -137,20 +171,18 @@ func (t *tlb) dropShift(s uint8) {
 }
 
 func (t *tlb) flush() {
-	if t.e == nil {
+	if t.n == 0 {
 		return
 	}
 	clear(t.e)
-	clear(t.idx)
-	t.next, t.shifts, t.count, t.mru = 0, 0, [64]uint16{}, 0
+	t.n, t.shifts, t.count, t.mru, t.turn = 0, 0, [64]uint16{}, 0, [tlbSets]uint8{}
 }
 
 // pdeCache caches valid page-directory entries (not huge pages: those are TLB entries) by
 // level and the VA prefix they map, so a TLB miss can start its walk below the root.
 type pdeCache struct {
-	idx  map[uint64]int32
-	e    []pdeSlot
-	next int
+	e    []pdeSlot // pdeSets × ways
+	turn [pdeSets]uint8
 }
 
 type pdeSlot struct {
@@ -164,36 +196,43 @@ func (c *pdeCache) get(level int, prefix uint64) (uint64, bool) {
 	if c.e == nil {
 		return 0, false
 	}
-	i, ok := c.idx[pdeKey(level, prefix)]
-	if !ok {
-		return 0, false
+	k := pdeKey(level, prefix)
+	base := setOf(k, pdeSetBits) * ways
+	for i := base; i < base+ways; i++ {
+		if s := &c.e[i]; s.valid && s.key == k {
+			return s.pde, true
+		}
 	}
-	return c.e[i].pde, true
+	return 0, false
 }
 
 func (c *pdeCache) put(level int, prefix, pde uint64) {
 	if c.e == nil {
 		c.e = make([]pdeSlot, PDECacheEntries)
-		c.idx = make(map[uint64]int32, PDECacheEntries)
 	}
 	k := pdeKey(level, prefix)
-	if i, ok := c.idx[k]; ok {
-		c.e[i].pde = pde
-		return
+	set := setOf(k, pdeSetBits)
+	base := set * ways
+	slot := -1
+	for i := base; i < base+ways; i++ {
+		if s := &c.e[i]; s.valid && s.key == k {
+			s.pde = pde
+			return
+		}
+		if slot < 0 && !c.e[i].valid {
+			slot = i
+		}
 	}
-	i := c.next
-	c.next = (c.next + 1) % PDECacheEntries
-	if c.e[i].valid {
-		delete(c.idx, c.e[i].key)
+	if slot < 0 {
+		slot = base + int(c.turn[set])
+		c.turn[set] = (c.turn[set] + 1) % ways
 	}
-	c.e[i] = pdeSlot{key: k, pde: pde, valid: true}
-	c.idx[k] = int32(i)
+	c.e[slot] = pdeSlot{key: k, pde: pde, valid: true}
 }
 
 func (c *pdeCache) dropLevel(level int) {
 	for i := range c.e {
 		if s := &c.e[i]; s.valid && int(s.key&3) == level {
-			delete(c.idx, s.key)
 			s.valid = false
 		}
 	}

@@ -36,7 +36,6 @@ var ErrNotProcessVMID = errors.New("gpuvm: not a process VMID (1..15)")
 // Cached translations are used until invalidated, even if the tables changed; in strict mode
 // such a use is reported (and the cached translation still used, as hardware would).
 func (v *VM) Translate(a engine.Access, va uint64, write bool) (Translation, error) {
-	v.stats.translations.Add(1)
 	if a.VMID <= 0 || a.VMID >= NumVMIDs {
 		return Translation{}, ErrNotProcessVMID
 	}

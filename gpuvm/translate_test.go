@@ -10,7 +10,7 @@ import (
 
 const (
 	va1 = 0x0000_1234_5678_9000 // an arbitrary 48-bit address (PDB2 index 36)
-	pg1 = 0x0010_0000            // data pages are VRAM offsets below the tables
+	pg1 = 0x0010_0000           // data pages are VRAM offsets below the tables
 )
 
 func statusOf(perm, walker uint32, mapping bool) uint32 {

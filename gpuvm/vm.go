@@ -125,6 +125,17 @@ func (v *VM) SetVMID0Flush(f func()) {
 	v.flush0.Store(&f)
 }
 
+// PASID returns the PASID table's entry for vmid (0 for a VMID out of range): IVs of work in
+// that VMID carry it.
+func (v *VM) PASID(vmid int) uint16 {
+	if vmid < 0 || vmid >= NumVMIDs {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return uint16(v.regs.pasid[vmid])
+}
+
 func (v *VM) sendIV(iv engine.IV) {
 	if f := v.sink.Load(); f != nil {
 		(*f)(iv)
@@ -152,14 +163,13 @@ func (v *VM) Reset() {
 
 // counters are the VM's statistics (atomics: the hot path updates them without v.mu).
 type counters struct {
-	translations, tlbHits, tlbMisses, pdeHits, tableReads atomic.Uint64
-	defaultPage, prt, retryIVs, retryWaits, camFullWaits  atomic.Uint64
-	bogusAcks, invalidations, staleUses, staleRaces       atomic.Uint64
+	tlbHits, tlbMisses, pdeHits, tableReads              atomic.Uint64
+	defaultPage, prt, retryIVs, retryWaits, camFullWaits atomic.Uint64
+	bogusAcks, invalidations, staleUses, staleRaces      atomic.Uint64
 }
 
 // Stats counts the VM's work and the guest's mistakes.
 type Stats struct {
-	Translations  uint64 // Translate calls
 	TLBHits       uint64
 	TLBMisses     uint64 // walks
 	PDECacheHits  uint64 // walks that started below the root from a cached PDE
@@ -179,7 +189,7 @@ type Stats struct {
 // Stats returns the counters.
 func (v *VM) Stats() Stats {
 	s := Stats{
-		Translations: v.stats.translations.Load(), TLBHits: v.stats.tlbHits.Load(),
+		TLBHits:   v.stats.tlbHits.Load(),
 		TLBMisses: v.stats.tlbMisses.Load(), PDECacheHits: v.stats.pdeHits.Load(),
 		TableReads: v.stats.tableReads.Load(), Faults: v.faults.Load(),
 		DefaultPage: v.stats.defaultPage.Load(), PRT: v.stats.prt.Load(),

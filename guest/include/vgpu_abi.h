@@ -1091,7 +1091,7 @@
 #define VGPU_VM_INV_ENGINES 0x12ULL
 /* Retry CAM entries: at most this many distinct faulting pages have an IV outstanding. */
 #define VGPU_VM_RETRY_CAM_ENTRIES 0x40ULL
-/* Cached translations per VMID (pages, fragments or huge pages; replaced oldest first). */
+/* Cached translations per VMID (pages, fragments or huge pages; 4-way set-associative). */
 #define VGPU_VM_TLB_ENTRIES 0x400ULL
 /* Cached page-directory entries per VMID. */
 #define VGPU_VM_PDE_CACHE_ENTRIES 0x100ULL
