@@ -100,6 +100,7 @@ struct vgpu_ih_vmid {
 	u32 faults;		/* VM-fault IVs */
 	u32 retry;		/* ... with RETRY */
 	u32 cam_busy;		/* retry IVs whose CAM index was still unacknowledged */
+	u32 cam_dup_page;	/* retry IVs for a page with an unacknowledged CAM entry */
 	struct vgpu_vm_fault first, last;
 };
 
@@ -112,6 +113,8 @@ struct vgpu_ih_soft {
 	u32 dropped;		/* the ring was full: a fault nobody will acknowledge */
 	u32 max_queued;
 	DECLARE_BITMAP(cam_out, VGPU_VM_RETRY_CAM_ENTRIES);	/* IV seen, not yet acked */
+	u64 cam_page[VGPU_VM_RETRY_CAM_ENTRIES];		/* ... for this page */
+	u8 cam_vmid[VGPU_VM_RETRY_CAM_ENTRIES];			/* ... of this VMID */
 	struct work_struct work;
 };
 

@@ -60,6 +60,7 @@ static void vgpu_ih_vm_fault(struct vgpu_cp *cp, u32 dw0, u32 dw3, const u32 *da
 		.time = now,
 	};
 	struct vgpu_ih_vmid *v = &ih->vm[f.vmid];
+	unsigned int i;
 
 	ih->vm_faults++;
 	if (!v->faults++)
@@ -72,9 +73,18 @@ static void vgpu_ih_vm_fault(struct vgpu_cp *cp, u32 dw0, u32 dw3, const u32 *da
 		ih->vm_bad_cam++;
 		return;
 	}
-	/* The CAM sends no second IV with an index until that index was acknowledged. */
+	/*
+	 * The CAM sends no second IV with an index until that index was acknowledged, and none
+	 * for a page that has an entry outstanding (its faults wait on that entry).
+	 */
+	for_each_set_bit(i, soft->cam_out, VGPU_VM_RETRY_CAM_ENTRIES) {
+		if (soft->cam_vmid[i] == f.vmid && soft->cam_page[i] == f.addr >> 12)
+			v->cam_dup_page++;
+	}
 	if (test_and_set_bit(f.cam, soft->cam_out))
 		v->cam_busy++;
+	soft->cam_page[f.cam] = f.addr >> 12;
+	soft->cam_vmid[f.cam] = f.vmid;
 	if (soft->head - soft->tail >= VT_IH_SOFT_ENTRIES) {
 		soft->dropped++;
 		return;

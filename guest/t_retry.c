@@ -181,9 +181,12 @@ out:
 #define VT_STORM_BYTES		(VT_STORM_PAGES * VT_GPU_PAGE)
 #define VT_VA_STORM_SRC		0x0000500000000000ULL	/* a 2 MiB page over VRAM */
 #define VT_VA_STORM_DST		0x0000700000200000ULL	/* 512 pages, none mapped */
+#define VT_VA_STORM_DST2	0x0000700000400000ULL	/* 512 more, for two queues at once */
 
+/* The destination of one storm: VA pages mapped to VRAM as they fault. */
 struct vt_storm {
-	u64 dst;		/* VRAM offset the destination pages are mapped to on their fault */
+	u64 va;
+	u64 dst;		/* VRAM offset page k is mapped to on its fault */
 	DECLARE_BITMAP(seen, VT_STORM_PAGES);
 	u32 again;		/* a page resolved a second time */
 	u32 outside;		/* a fault outside the destination */
@@ -192,9 +195,9 @@ struct vt_storm {
 static u64 vt_storm_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
 {
 	struct vt_storm *s = arg;
-	u64 k = (va - VT_VA_STORM_DST) / VT_GPU_PAGE;
+	u64 k = (va - s->va) / VT_GPU_PAGE;
 
-	if (va < VT_VA_STORM_DST || k >= VT_STORM_PAGES) {
+	if (va < s->va || k >= VT_STORM_PAGES) {
 		s->outside++;
 		return 0;
 	}
@@ -203,18 +206,55 @@ static u64 vt_storm_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
 	return vt_vm_pte(s->dst + k * VT_GPU_PAGE, false, VT_VM_RW);
 }
 
+/* Counters before a storm, to see what it added. */
+struct vt_storm_base {
+	struct vgpu_vm_retry_stats st;
+	struct vgpu_ih_vmid v;
+	u32 retry, bad_cam, dropped;
+};
+
+static void vt_storm_base(struct vgpu_cp *cp, struct vgpu_vm *vm, struct vt_storm_base *b)
+{
+	vgpu_vm_retry_get(vm, &b->st);
+	vgpu_ih_vmid_get(cp, vm->vmid, &b->v);
+	b->retry = vgpu_rd(cp->vg, VGPU_REG_VM_RETRY_FAULTS);
+	b->bad_cam = READ_ONCE(cp->ih.vm_bad_cam);
+	b->dropped = READ_ONCE(cp->ih.soft.dropped);
+}
+
+/* The destination in VRAM holds the source pattern. */
+static void vt_storm_check_data(struct vt_case *t, const char *name, int ret, u32 *buf, u64 off,
+				u32 pattern)
+{
+	u32 i, bad = 0, first = 0;
+
+	vgpu_hdp_invalidate(t->vg);
+	memcpy_fromio(buf, t->vg->vram + off, VT_STORM_BYTES);
+	for (i = 0; i < VT_STORM_BYTES / 4; i++) {
+		if (buf[i] != pattern + i && !bad++)
+			first = i;
+	}
+	vt_check(t, !ret && !bad, name,
+		 "%s; %u of %u destination dwords wrong, the first at byte %#x: %#010x, want %#010x",
+		 ret ? t->err : "fence reached", bad, VT_STORM_BYTES / 4, 4 * first, buf[first],
+		 pattern + first);
+}
+
 enum vt_res t_fault_storm(struct vt_case *t)
 {
 	static const char *const names[] = {
 		"job_completes", "every_page_once", "no_lost_ivs", "no_surplus_ivs", "cam_rules",
-		"right_data",
+		"right_data", "shared_jobs_complete", "shared_every_page_once", "shared_cam_dedup",
+		"shared_right_data",
 	};
 	struct vgpu *vg = t->vg;
 	struct vgpu_vm_job j = {};
+	struct vgpu_ring *r2 = NULL;
 	struct vgpu_vm_retry_stats st;
+	struct vt_storm_base b;
 	struct vgpu_ih_vmid v;
-	struct vt_storm *s = NULL;
-	u32 p[16], n, seq, i, pattern, retry0, bad0, drop0, bad, first = 0, pages;
+	struct vt_storm *s = NULL, *s2 = NULL;
+	u32 p[16], n, seq, seq2, i, pattern, pages, ivs, surplus;
 	u32 *buf = NULL;
 	struct vgpu_cp *cp;
 	ktime_t start;
@@ -226,38 +266,45 @@ enum vt_res t_fault_storm(struct vt_case *t)
 	if (!cp)
 		return vt_cp_unavailable(t, names, ARRAY_SIZE(names));
 	src = ALIGN_DOWN(vg->vram_len / 2, VT_SZ_2M);
-	if (src < VT_SZ_2M || src + 2 * VT_SZ_2M > vg->vram_len) {
-		vt_reason(t, -ENOSPC, "BAR0 is %#llx bytes: no room for 2 x 2 MiB of VRAM",
+	if (src < VT_SZ_2M || src + 3 * VT_SZ_2M > vg->vram_len) {
+		vt_reason(t, -ENOSPC, "BAR0 is %#llx bytes: no room for 3 x 2 MiB of VRAM",
 			  (u64)vg->vram_len);
 		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
 		return vt_cp_end(t, cp);
 	}
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	s2 = kzalloc(sizeof(*s2), GFP_KERNEL);
 	buf = vmalloc(VT_STORM_BYTES);
-	ret = s && buf ? 0 : vt_reason(t, -ENOMEM, "out of memory");
+	ret = s && s2 && buf ? 0 : vt_reason(t, -ENOMEM, "out of memory");
 	ret = ret ?: vgpu_vm_job_init(t, cp, &j, 11, 0x10b, VT_VM_RETRY, VT_RETRY_SLOT(cp));
 	ret = ret ?: vgpu_vm_map_huge(t, j.vm, VT_VA_STORM_SRC, 1,
 				      vt_vm_pte(src, false, VGPU_PTE_READABLE_MASK));
+	if (!ret) {
+		r2 = vgpu_ring_create(t, cp, vt_compute_slot(cp, 1, 6), VT_RING_BYTES);
+		ret = r2 ? 0 : -EIO;
+	}
 	if (ret) {
 		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
 		goto out;
 	}
+	s->va = VT_VA_STORM_DST;
 	s->dst = src + VT_SZ_2M;
-	vgpu_vm_set_resolver(j.vm, vt_storm_resolve, s);
+	s2->va = VT_VA_STORM_DST2;
+	s2->dst = src + 2 * VT_SZ_2M;
 	pattern = vgpu_dma_pattern();
 	for (i = 0; i < VT_STORM_BYTES / 4; i++)
 		buf[i] = pattern + i;
 	memcpy_toio(vg->vram + src, buf, VT_STORM_BYTES);
-	memset_io(vg->vram + s->dst, 0, VT_STORM_BYTES);
+	memset_io(vg->vram + s->dst, 0, 2 * VT_STORM_BYTES);
 	vgpu_hdp_flush(vg);
-	retry0 = vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS);
-	bad0 = READ_ONCE(cp->ih.vm_bad_cam);
-	drop0 = READ_ONCE(cp->ih.soft.dropped);
 	vt_note(t, "VMID 11 copies 2 MiB from a 2 MiB page (VRAM %#llx) to %u unmapped pages at %#llx, mapped to VRAM %#llx.. as they fault",
-		src, VT_STORM_PAGES, VT_VA_STORM_DST, s->dst);
+		src, VT_STORM_PAGES, s->va, s->dst);
 
+	/* One queue: every page faults once, one at a time. */
+	vgpu_vm_set_resolver(j.vm, vt_storm_resolve, s);
+	vt_storm_base(cp, j.vm, &b);
 	start = ktime_get();
-	n = vt_copy(p, VT_VA_STORM_SRC, VT_VA_STORM_DST, VT_STORM_BYTES);
+	n = vt_copy(p, VT_VA_STORM_SRC, s->va, VT_STORM_BYTES);
 	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_fence_wait(t, j.ring, j.vm, seq);
 	vt_note(t, "fault_storm: %lld ms for the copy", ktime_ms_delta(ktime_get(), start));
 	vt_check(t, !ret, names[0], "%s", t->err);
@@ -272,27 +319,58 @@ enum vt_res t_fault_storm(struct vt_case *t)
 		 "%u of %u pages faulted and were mapped, %u twice, %u faults outside the copy",
 		 pages, VT_STORM_PAGES, s->again, s->outside);
 	vt_check(t, v.retry == VT_STORM_PAGES && st.handled == v.retry &&
-		 READ_ONCE(cp->ih.soft.dropped) == drop0, names[2],
+		 READ_ONCE(cp->ih.soft.dropped) == b.dropped, names[2],
 		 "%u retry IVs for %u faulting pages, %u handled, %u lost by the soft ring",
-		 v.retry, VT_STORM_PAGES, st.handled, READ_ONCE(cp->ih.soft.dropped) - drop0);
+		 v.retry, VT_STORM_PAGES, st.handled, READ_ONCE(cp->ih.soft.dropped) - b.dropped);
 	vt_check(t, !st.surplus && !st.unresolved && v.faults == v.retry, names[3],
 		 "%u IVs for pages already mapped, %u unresolved, %u no-retry IVs",
 		 st.surplus, st.unresolved, v.faults - v.retry);
-	vt_retry_check_cam(t, names[4], cp, &v, retry0, VT_STORM_PAGES, bad0);
+	vt_retry_check_cam(t, names[4], cp, &v, b.retry, VT_STORM_PAGES, b.bad_cam);
+	vt_storm_check_data(t, names[5], ret, buf, s->dst, pattern);
 
-	vgpu_hdp_invalidate(vg);
-	memcpy_fromio(buf, vg->vram + s->dst, VT_STORM_BYTES);
-	for (i = 0, bad = 0; i < VT_STORM_BYTES / 4; i++) {
-		if (buf[i] != pattern + i && !bad++)
-			first = i;
+	/*
+	 * Two queues of the VMID copy onto the same unmapped pages at once. A page both fault on
+	 * while its CAM entry is outstanding gets one IV; a queue that faults on it after the
+	 * acknowledgement raced the driver's mapping and gets a fresh entry, whose IV finds the
+	 * page mapped (a surplus IV, as amdgpu's fault filter sees them). No IV may name a page
+	 * whose entry is still outstanding.
+	 */
+	vgpu_vm_set_resolver(j.vm, vt_storm_resolve, s2);
+	vt_storm_base(cp, j.vm, &b);
+	n = vt_copy(p, VT_VA_STORM_SRC, s2->va, VT_STORM_BYTES);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq);
+	if (!ret) {
+		ret = vgpu_vm_emit_ib(t, r2, j.vm, VT_VA_CODE + 4ULL * (j.used - n), n, &seq2) ?:
+		      vt_retry_fence_wait(t, j.ring, j.vm, seq) ?:
+		      vt_retry_fence_wait(t, r2, j.vm, seq2);
 	}
-	vt_check(t, !ret && !bad, names[5],
-		 "%u of %u destination dwords wrong, the first at byte %#x: %#010x, want %#010x",
-		 bad, VT_STORM_BYTES / 4, 4 * first, buf[first], pattern + first);
+	vt_check(t, !ret, names[6], "%s", t->err);
+	msleep(VT_SETTLE_MS);
+	vgpu_vm_retry_get(j.vm, &st);
+	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
+	pages = bitmap_weight(s2->seen, VT_STORM_PAGES);
+	ivs = v.retry - b.v.retry;
+	surplus = st.surplus - b.st.surplus;
+	vt_note(t, "two queues: retry IVs %u, resolved %u, surplus %u, soft ring at most %u queued",
+		ivs, st.resolved - b.st.resolved, surplus, READ_ONCE(cp->ih.soft.max_queued));
+	vt_check(t, pages == VT_STORM_PAGES && !s2->again && !s2->outside, names[7],
+		 "%u of %u pages faulted and were mapped, %u twice, %u faults outside the copy",
+		 pages, VT_STORM_PAGES, s2->again, s2->outside);
+	vt_check(t, !v.cam_dup_page && !v.cam_busy && ivs == VT_STORM_PAGES + surplus &&
+		 st.handled - b.st.handled == ivs && st.unresolved == b.st.unresolved &&
+		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) - b.retry == ivs &&
+		 READ_ONCE(cp->ih.soft.dropped) == b.dropped, names[8],
+		 "%u retry IVs for %u pages (%u surplus), %u for a page and %u for an index with an outstanding CAM entry, %u handled, RETRY_FAULTS +%u, %u lost",
+		 ivs, VT_STORM_PAGES, surplus, v.cam_dup_page, v.cam_busy, st.handled - b.st.handled,
+		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) - b.retry,
+		 READ_ONCE(cp->ih.soft.dropped) - b.dropped);
+	vt_storm_check_data(t, names[9], ret, buf, s2->dst, pattern);
 out:
+	vgpu_ring_destroy(t, r2);
 	vgpu_vm_job_fini(t, &j);
 	vgpu_vm_latch_clear(vg);
 	vfree(buf);
+	kfree(s2);
 	kfree(s);
 	return vt_cp_end(t, cp);
 }
