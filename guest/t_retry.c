@@ -19,7 +19,7 @@
 #include "vm.h"
 
 #define VT_RETRY_SLOT(cp)	vt_compute_slot(cp, 0, 6)
-#define VT_VA_LAZY		0x0000700000005000ULL	/* no table maps it until it faults */
+#define VT_VA_LAZY		0x0000700000005000ULL	/* mapped only when it faults */
 #define VT_RETRY_BYTES		256
 #define VT_RETRY_MARK		0x7E7E0007
 
@@ -71,7 +71,8 @@ static int vt_retry_fence_wait(struct vt_case *t, struct vgpu_ring *r, struct vg
 	vgpu_ring_describe(r, desc, sizeof(desc));
 	return vt_reason(t, -ETIMEDOUT,
 			 "fence %u not reached %u ms after the last of %u retry faults handled (CAM_STATUS %#x, %s)",
-			 seq, timeout_ms, last, vgpu_rd(r->cp->vg, VGPU_REG_VM_RETRY_CAM_STATUS), desc);
+			 seq, timeout_ms, last, vgpu_rd(r->cp->vg, VGPU_REG_VM_RETRY_CAM_STATUS),
+			 desc);
 }
 
 /* CAM_STATUS shows no entry in use and nobody waiting, and the IVs match RETRY_FAULTS. */
@@ -361,7 +362,8 @@ enum vt_res t_fault_storm(struct vt_case *t)
 		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) - b.retry == ivs &&
 		 READ_ONCE(cp->ih.soft.dropped) == b.dropped, names[8],
 		 "%u retry IVs for %u pages (%u surplus), %u for a page and %u for an index with an outstanding CAM entry, %u handled, RETRY_FAULTS +%u, %u lost",
-		 ivs, VT_STORM_PAGES, surplus, v.cam_dup_page, v.cam_busy, st.handled - b.st.handled,
+		 ivs, VT_STORM_PAGES, surplus, v.cam_dup_page, v.cam_busy,
+		 st.handled - b.st.handled,
 		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) - b.retry,
 		 READ_ONCE(cp->ih.soft.dropped) - b.dropped);
 	vt_storm_check_data(t, names[9], ret, buf, s2->dst, pattern);

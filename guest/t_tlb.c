@@ -72,7 +72,8 @@ static void vt_tlb_teardown(struct vt_case *t, struct vgpu_cp *cp, struct vt_tlb
 }
 
 /* The write of V2 at +4 went to the old page, and strict mode counted and named it. */
-static void vt_tlb_check_stale(struct vt_case *t, struct vt_tlb *s, int ret, const char *const *names)
+static void vt_tlb_check_stale(struct vt_case *t, struct vt_tlb *s, int ret,
+			       const char *const *names)
 {
 	struct vgpu *vg = t->vg;
 	u32 o = vgpu_bo_rd(s->p1, 4), nw = vgpu_bo_rd(s->p2, 4);
@@ -165,8 +166,9 @@ enum vt_res t_stale_tlb(struct vt_case *t)
 	} while (!time_after(jiffies, deadline));
 	vgpu_wr(vg, VGPU_VM_INV_ENG_REG(e, VGPU_REG_VM_INV_ENG_SEM), 0);
 	ack_free = vgpu_rd(vg, VGPU_VM_INV_ENG_REG(e, VGPU_REG_VM_INV_ENG_ACK));
-	vt_check(t, sem1 == 1 && sem2 == 0 && (ack_held & VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE_MASK) &&
-		 (ack & BIT(vmid)) && !(ack_free & VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE_MASK), names[5],
+	vt_check(t, sem1 == 1 && sem2 == 0 &&
+		 (ack_held & VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE_MASK) && (ack & BIT(vmid)) &&
+		 !(ack_free & VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE_MASK), names[5],
 		 "engine %u: SEM reads %u then %u (want 1, 0), ACK %#x while held, %#x after REQ %#x (want bit %u), %#x released",
 		 e, sem1, sem2, ack_held, ack, req, vmid, ack_free);
 

@@ -228,7 +228,8 @@ out:
 	return vt_cp_end(t, cp);
 }
 
-#define VT_VA_NX		(VT_VA_CODE + VT_CODE_BYTES + SZ_64K)	/* an IB without EXECUTABLE */
+/* An IB page without EXECUTABLE. */
+#define VT_VA_NX		(VT_VA_CODE + VT_CODE_BYTES + SZ_64K)
 
 enum vt_res t_permission(struct vt_case *t)
 {

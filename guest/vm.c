@@ -136,7 +136,8 @@ int vgpu_vm_map_range(struct vt_case *t, struct vgpu_vm *vm, u64 va, u64 pa, u64
 }
 
 /* Maps a coherent buffer at va with the rights given (PTE_READABLE and so on). */
-int vgpu_vm_map_bo(struct vt_case *t, struct vgpu_vm *vm, u64 va, struct vgpu_bo *bo, u64 rights)
+int vgpu_vm_map_bo(struct vt_case *t, struct vgpu_vm *vm, u64 va, struct vgpu_bo *bo,
+		   u64 rights)
 {
 	return vgpu_vm_map_range(t, vm, va, bo->dma, bo->size, VT_VM_PTE_SYS | rights);
 }
@@ -145,7 +146,8 @@ int vgpu_vm_map_bo(struct vt_case *t, struct vgpu_vm *vm, u64 va, struct vgpu_bo
  * A PDE-as-PTE huge page: at PDB0 (level 1) it maps 2 MiB, at PDB1 (level 2) 1 GiB. va and the
  * address in pte are aligned to that size; no smaller table may map the range already.
  */
-int vgpu_vm_map_huge(struct vt_case *t, struct vgpu_vm *vm, u64 va, unsigned int level, u64 pte)
+int vgpu_vm_map_huge(struct vt_case *t, struct vgpu_vm *vm, u64 va, unsigned int level,
+		     u64 pte)
 {
 	u64 size = 1ULL << VT_VM_SHIFT(level);
 	struct vgpu_pt *pt;
@@ -233,7 +235,8 @@ int vgpu_vm_flush_engine(struct vt_case *t, struct vgpu_cp *cp, unsigned int eng
 			return vt_reason(t, -ETIMEDOUT,
 					 "invalidation engine %u: SEM still taken after %u ms (ACK %#x)",
 					 eng, timeout_ms,
-					 vgpu_rd(vg, VGPU_VM_INV_ENG_REG(eng, VGPU_REG_VM_INV_ENG_ACK)));
+					 vgpu_rd(vg, VGPU_VM_INV_ENG_REG(eng,
+									 VGPU_REG_VM_INV_ENG_ACK)));
 		usleep_range(5, 10);
 	}
 	/* The whole range, as gfxhub_v3_0_program_invalidation sets every engine. */

@@ -25,7 +25,7 @@
 
 #define VT_VM_ENTRIES		512		/* entries per table: 9 bits a level */
 #define VT_VM_LEVELS		4		/* PDB2, PDB1, PDB0, PTB */
-#define VT_VM_DEPTH		3		/* CNTL.PAGE_TABLE_DEPTH: levels below the root */
+#define VT_VM_DEPTH		3		/* CNTL.PAGE_TABLE_DEPTH: levels below root */
 #define VT_VM_END_PAGE		((1ULL << (VGPU_GPU_VA_BITS - 12)) - 1)
 #define VT_VM_ENGINE		4		/* amdgpu: engines 0, 1, 4..16 serve rings */
 #define VT_VM_SHIFT(level)	(12 + 9 * (level))	/* bytes one entry of a level maps */
@@ -33,37 +33,40 @@
 #define VT_SZ_1G		(1ULL << VT_VM_SHIFT(2))
 
 /* Fault policies of a context (CONTEXT_CNTL bits besides enable, depth and block size). */
-#define VT_VM_INTERRUPTS	(VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK)
-#define VT_VM_DEFAULTS		(VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK | \
-				 VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK)
+#define VT_CNTL(f)		VGPU_REG_VM_CONTEXT_CNTL__##f##_MASK
+#define VT_VM_INTERRUPTS	(VT_CNTL(RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(VALID_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(READ_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT) | \
+				 VT_CNTL(EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT))
+#define VT_VM_DEFAULTS		(VT_CNTL(RANGE_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(PDE0_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(VALID_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(READ_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(WRITE_PROTECTION_FAULT_ENABLE_DEFAULT) | \
+				 VT_CNTL(EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT))
 /* No-retry faults interrupt and halt the queue (amdgpu_vm_fault_stop=always). */
 #define VT_VM_HALT		VT_VM_INTERRUPTS
 /* No-retry faults interrupt and go to the default page (amdgpu's default). */
 #define VT_VM_DEFAULT_PAGE	(VT_VM_INTERRUPTS | VT_VM_DEFAULTS)
 /* Invalid pages and permission faults wait for the driver (amdgpu noretry=0). */
 #define VT_VM_RETRY		(VT_VM_INTERRUPTS | \
-				 VGPU_REG_VM_CONTEXT_CNTL__RETRY_PERMISSION_OR_INVALID_PAGE_FAULT_MASK)
+				 VT_CNTL(RETRY_PERMISSION_OR_INVALID_PAGE_FAULT))
 
 /* Leaf PTE flags of process pages: system memory, snooped, MTYPE UC (no L2 in the way). */
-#define VT_VM_PTE_SYS		(VGPU_PTE_VALID_MASK | VGPU_PTE_SYSTEM_MASK | VGPU_PTE_SNOOPED_MASK | \
+#define VT_VM_PTE_SYS		(VGPU_PTE_VALID_MASK | VGPU_PTE_SYSTEM_MASK | \
+				 VGPU_PTE_SNOOPED_MASK | \
 				 FIELD_PREP(VGPU_PTE_MTYPE_MASK, VGPU_PTE_MTYPE_UC))
-#define VT_VM_PTE_VRAM		(VGPU_PTE_VALID_MASK | FIELD_PREP(VGPU_PTE_MTYPE_MASK, VGPU_PTE_MTYPE_UC))
+#define VT_VM_PTE_VRAM		(VGPU_PTE_VALID_MASK | \
+				 FIELD_PREP(VGPU_PTE_MTYPE_MASK, VGPU_PTE_MTYPE_UC))
 #define VT_VM_RW		(VGPU_PTE_READABLE_MASK | VGPU_PTE_WRITEABLE_MASK)
 #define VT_VM_RWX		(VT_VM_RW | VGPU_PTE_EXECUTABLE_MASK)
 /* A PRT page as gmc_v11_0_get_vm_pte writes it: VALID clear. */
-#define VT_VM_PTE_PRT		(VGPU_PTE_PRT_MASK | VGPU_PTE_SNOOPED_MASK | VGPU_PTE_LOG_MASK | \
-				 VGPU_PTE_SYSTEM_MASK)
+#define VT_VM_PTE_PRT		(VGPU_PTE_PRT_MASK | VGPU_PTE_SNOOPED_MASK | \
+				 VGPU_PTE_LOG_MASK | VGPU_PTE_SYSTEM_MASK)
 
 /* One page table or directory: 512 entries in a coherent DMA page. */
 struct vgpu_pt {
@@ -114,8 +117,10 @@ u64 vgpu_vm_root_pde(struct vgpu_vm *vm);
 int vgpu_vm_map(struct vt_case *t, struct vgpu_vm *vm, u64 va, u64 pte);
 int vgpu_vm_map_range(struct vt_case *t, struct vgpu_vm *vm, u64 va, u64 pa, u64 size,
 		      u64 flags);
-int vgpu_vm_map_bo(struct vt_case *t, struct vgpu_vm *vm, u64 va, struct vgpu_bo *bo, u64 rights);
-int vgpu_vm_map_huge(struct vt_case *t, struct vgpu_vm *vm, u64 va, unsigned int level, u64 pte);
+int vgpu_vm_map_bo(struct vt_case *t, struct vgpu_vm *vm, u64 va, struct vgpu_bo *bo,
+		   u64 rights);
+int vgpu_vm_map_huge(struct vt_case *t, struct vgpu_vm *vm, u64 va, unsigned int level,
+		     u64 pte);
 int vgpu_vm_prepare(struct vt_case *t, struct vgpu_vm *vm, u64 va);
 u64 vgpu_vm_read_pte(struct vgpu_vm *vm, u64 va);
 int vgpu_vm_write_pte(struct vgpu_vm *vm, u64 va, u64 pte);
@@ -148,7 +153,7 @@ bool vgpu_vm_fault_is(const struct vgpu_vm_fault *f, const struct vgpu_vm *vm, u
  * (VMID 0) on which the IBs are submitted with the VM's VMID.
  */
 #define VT_VA_CODE		0x0000100000000000ULL	/* 16 TiB: PDB2 entry 32 */
-#define VT_VA_DATA		0x0000200000200000ULL	/* a data page (its PTB exists once mapped) */
+#define VT_VA_DATA		0x0000200000200000ULL	/* a data page of the cases */
 #define VT_CODE_BYTES		SZ_16K
 
 struct vgpu_vm_job {
@@ -171,7 +176,8 @@ int vgpu_vm_halt_wait(struct vt_case *t, struct vgpu_ring *r);
 /* A WRITE_DATA of one dword, bypassing the L2. */
 static inline unsigned int vt_wr(u32 *p, u64 va, u32 val)
 {
-	return pm4_write_one(p, VGPU_PM4_WRITE_DATA_DST_MEM, VGPU_PM4_CACHE_POLICY_BYPASS, va, val);
+	return pm4_write_one(p, VGPU_PM4_WRITE_DATA_DST_MEM, VGPU_PM4_CACHE_POLICY_BYPASS, va,
+			     val);
 }
 
 /* A DMA_DATA copy of bytes, bypassing the L2 on both sides. */
