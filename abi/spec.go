@@ -325,7 +325,7 @@ var baseGroups = []ConstGroup{
 	{Prefix: "ID_", Doc: "Identity values.", Consts: []Const{
 		{Name: "MAGIC_VALUE", Value: 0x55504756, Doc: "\"VGPU\" as bytes in memory order."},
 		{Name: "VERSION_MAJOR", Value: 1},
-		{Name: "VERSION_MINOR", Value: 1, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET."},
+		{Name: "VERSION_MINOR", Value: 2, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams)."},
 	}},
 	{Prefix: "SELFTEST_", Doc: "Self-test DMA status codes and bounds.", Consts: []Const{
 		{Name: "DMA_MAX_LEN", Value: 1 << 20, Doc: "Largest self-test transfer in bytes."},

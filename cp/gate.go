@@ -90,7 +90,7 @@ func (q *queue) readAs(a engine.Access, va uint64, p []byte) error {
 		return errRevoked
 	}
 	if err := q.mem.Read(a, va, p); err != nil {
-		return q.memError(err, va, func() error { return q.mem.Read(a, va, p) })
+		return q.memError(err, a, va, p, false)
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func (q *queue) fetchRead(s *stream, va uint64, p []byte) error {
 		a.Kind = engine.Fetch
 	}
 	if err := q.mem.Read(a, va, p); err != nil {
-		return q.memError(err, va, func() error { return q.mem.Read(a, va, p) })
+		return q.memError(err, a, va, p, false)
 	}
 	return nil
 }
@@ -120,15 +120,16 @@ func (q *queue) writeAs(a engine.Access, va uint64, p []byte) error {
 		return errRevoked
 	}
 	if err := q.mem.Write(a, va, p); err != nil {
-		return q.memError(err, va, func() error { return q.mem.Write(a, va, p) })
+		return q.memError(err, a, va, p, true)
 	}
 	return nil
 }
 
 // memError handles a failed memory call out: a retry fault (engine.Retrier) parks the queue
 // until the driver resolves it and then replays the access — as often as it faults again —
-// and a dequeue or reset ends the wait (errStop); any other error is a halt.
-func (q *queue) memError(err error, va uint64, replay func() error) error {
+// and a dequeue or reset ends the wait (errStop); any other error is a halt. (No closure for
+// the replay: captured arguments would move to the heap on the hot path's every call.)
+func (q *queue) memError(err error, a engine.Access, va uint64, p []byte, write bool) error {
 	for {
 		var r engine.Retrier
 		if !errors.As(err, &r) {
@@ -140,7 +141,12 @@ func (q *queue) memError(err error, va uint64, replay func() error) error {
 		if !q.open() {
 			return errRevoked
 		}
-		if err = replay(); err == nil {
+		if write {
+			err = q.mem.Write(a, va, p)
+		} else {
+			err = q.mem.Read(a, va, p)
+		}
+		if err == nil {
 			return nil
 		}
 	}

@@ -107,6 +107,42 @@ func (d *driver) halted(t *testing.T, code uint32) {
 
 func statusField(st, mask, shift uint32) uint32 { return st & mask >> shift }
 
+const vtIH = 0x4_0000 // a 16 KiB IH ring in VRAM
+
+func (d *driver) setupIH() {
+	clear(d.vram[vtIH : vtIH+16<<10])
+	ih := uint64(abi.GPU_FB_BASE + vtIH)
+	d.r.setReg(abi.REG_IH_RB_BASE_LO, uint32(ih))
+	d.r.setReg(abi.REG_IH_RB_BASE_HI, uint32(ih>>32))
+	d.r.setReg(abi.REG_IH_RB_CNTL, 12<<abi.REG_IH_RB_CNTL__RB_SIZE__SHIFT|abi.REG_IH_RB_CNTL__RB_ENABLE_MASK|
+		abi.REG_IH_RB_CNTL__WPTR_OVERFLOW_ENABLE_MASK)
+}
+
+type ivEntry struct {
+	client, source, vmid uint32
+	pasid                uint32
+	data                 [4]uint32
+}
+
+// vmFaultIVs returns the VM-fault IVs the IH wrote so far.
+func (d *driver) vmFaultIVs() []ivEntry {
+	var out []ivEntry
+	n := int(d.r.reg(abi.REG_IH_ENTRIES))
+	for i := range min(n, 16<<10/abi.IH_ENTRY_BYTES) {
+		e := d.vram[vtIH+i*abi.IH_ENTRY_BYTES:]
+		dw := func(k int) uint32 { return binary.LittleEndian.Uint32(e[4*k:]) }
+		iv := ivEntry{client: dw(0) & 0xFF, source: dw(0) >> 8 & 0xFF, vmid: dw(0) >> 24 & 0xF, pasid: dw(3) & 0xFFFF,
+			data: [4]uint32{dw(4), dw(5), dw(6), dw(7)}}
+		if iv.client == abi.IH_CLIENT_GFX && iv.source == abi.IH_SRC_VM_FAULT {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
+// faultAddr decodes an IV's address as amdgpu's gmc_v11_0_process_interrupt does.
+func (iv ivEntry) faultAddr() uint64 { return uint64(iv.data[0])<<12 | uint64(iv.data[1]&0xF)<<44 }
+
 // A kernel ring runs an IB in VMID 1 (the IB's VMID field): the IB is fetched and its packets
 // access memory through VMID 1's page tables; a non-executable IB page halts the queue with
 // the fault named in VM_FAULT_STATUS.
@@ -183,6 +219,7 @@ func TestRetryFaultParksAndReplays(t *testing.T) {
 	vt.mapPage(vaIB, vtIB|pteRWX)
 	vt.enableContext(1, abi.REG_VM_CONTEXT_CNTL__RETRY_PERMISSION_OR_INVALID_PAGE_FAULT_MASK)
 	n := d.writeIB(vtIB, bypassWrite(vaData, 0x5EED))
+	d.setupIH()
 	d.startQueue()
 	d.submit(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode(), bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
 	eventually(t, "queue waiting on the fault", func() bool {
@@ -190,6 +227,13 @@ func TestRetryFaultParksAndReplays(t *testing.T) {
 	})
 	if d.fence() != 0 || d.r.reg(abi.REG_VM_FAULT_STATUS) != 0 || d.r.reg(abi.REG_VM_RETRY_FAULTS) != 1 {
 		t.Fatalf("fence %d, status %#x, retry IVs %d", d.fence(), d.r.reg(abi.REG_VM_FAULT_STATUS), d.r.reg(abi.REG_VM_RETRY_FAULTS))
+	}
+	eventually(t, "retry-fault IV", func() bool { return len(d.vmFaultIVs()) > 0 })
+	ivs := d.vmFaultIVs()
+	if len(ivs) != 1 || ivs[0].faultAddr() != vaData || ivs[0].vmid != 1 || ivs[0].pasid != vtPASID ||
+		ivs[0].data[1]&(abi.VM_IV_DW5_RETRY_MASK|abi.VM_IV_DW5_WRITE_MASK) != abi.VM_IV_DW5_RETRY_MASK|abi.VM_IV_DW5_WRITE_MASK ||
+		ivs[0].data[2] != 0 {
+		t.Fatalf("retry-fault IVs %+v", ivs)
 	}
 	vt.mapPage(vaData, vtDataA|pteRWX)
 	eng := func(r uint32) uint32 { return abi.BLOCK_VM_INV_ENG_BASE + 4*abi.BLOCK_VM_INV_ENG_STRIDE + r }
@@ -253,9 +297,14 @@ func TestInvalidateTLBsPacket(t *testing.T) {
 func TestKernelFaultInVMLatch(t *testing.T) {
 	dev := newSharedDevice(t)
 	d := attach(t, dev, 0, true)
+	d.setupIH()
 	d.startQueue()
 	d.submit(bypassWrite(0x0000_0200_0000_0000, 1)) // in no aperture
 	d.halted(t, abi.CP_ERROR_TRANSLATION)
+	eventually(t, "VM-fault IV", func() bool { return len(d.vmFaultIVs()) == 1 })
+	if iv := d.vmFaultIVs()[0]; iv.faultAddr() != 0x200_0000_0000 || iv.vmid != 0 || iv.data[1]&abi.VM_IV_DW5_WRITE_MASK == 0 {
+		t.Errorf("VM-fault IV %+v", iv)
+	}
 	st := d.r.reg(abi.REG_VM_FAULT_STATUS)
 	if st&abi.REG_VM_FAULT_STATUS__MAPPING_ERROR_MASK == 0 || st&abi.REG_VM_FAULT_STATUS__VMID_MASK != 0 ||
 		statusField(st, abi.REG_VM_FAULT_STATUS__CID_MASK, abi.REG_VM_FAULT_STATUS__CID__SHIFT) != abi.VM_CID_CPC ||

@@ -63,6 +63,7 @@ const pteBytes = abi.PTE_BYTES
 // no lock.
 func (v *VM) walk(c *ctxConfig, rel uint64, start walkStart) (w walkResult) {
 	pde, level := start.pde, start.level
+	buf := new([pteBytes]byte) // escapes through the TableReader interface: one allocation per walk
 	for {
 		if f, bad := checkPDE(pde); bad {
 			w.fault = f
@@ -73,7 +74,7 @@ func (v *VM) walk(c *ctxConfig, rel uint64, start walkStart) (w walkResult) {
 			pa.Domain = engine.DomainSystem
 		}
 		pa.Addr += c.index(level, rel) * pteBytes // < 2^48 + 2^39: no overflow
-		e, ok := v.readEntry(pa)
+		e, ok := v.readEntry(pa, buf)
 		if !ok {
 			w.fault = walkFault{k: classWalker, walker: abi.VM_WALKER_READ_FAILED, entry: pde}
 			return w
@@ -111,7 +112,7 @@ func checkPDE(pde uint64) (walkFault, bool) {
 	return walkFault{}, false
 }
 
-func (v *VM) readEntry(pa engine.PhysAddr) (uint64, bool) {
+func (v *VM) readEntry(pa engine.PhysAddr, b *[pteBytes]byte) (uint64, bool) {
 	if pa.Domain == engine.DomainVRAM && (pa.Addr >= v.vramSize || v.vramSize-pa.Addr < pteBytes) {
 		return 0, false
 	}
@@ -119,7 +120,6 @@ func (v *VM) readEntry(pa engine.PhysAddr) (uint64, bool) {
 		return 0, false
 	}
 	v.stats.tableReads.Add(1)
-	var b [pteBytes]byte
 	if v.tables == nil || v.tables.ReadPTE(pa, b[:]) != nil {
 		return 0, false
 	}
