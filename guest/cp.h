@@ -79,6 +79,10 @@ struct vgpu_ih_slot {
 	const __le32 *fence;	/* the ring's fence dword, sampled on every EOP IV */
 	u32 fence_seen;		/* the last sample */
 	u32 fence_backwards;	/* samples lower than the one before */
+	u32 eop_proc;		/* EOP IVs of work in a process VMID (not counted in eop) */
+	u32 eop_proc_ctxid;	/* ... the last one's DW4, VMID and PASID */
+	u8 eop_proc_vmid;
+	u16 eop_proc_pasid;
 	u32 err;		/* CP error IVs (bad opcode, reserved bits, GPF) */
 	u32 err_src;		/* source and data of the last one */
 	u32 err_data[4];

@@ -138,6 +138,14 @@ static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 	s = &ih->slot[slot];
 	switch (src) {
 	case VGPU_IH_SRC_CP_EOP:
+		/* A RELEASE_MEM in a process IB: not one of the ring's fences. */
+		if (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0)) {
+			s->eop_proc++;
+			s->eop_proc_ctxid = data[0];
+			s->eop_proc_vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0);
+			s->eop_proc_pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
+			return;
+		}
 		if (s->eop && (s32)(data[0] - s->eop_ctxid) <= 0)
 			s->eop_unordered++;
 		s->eop++;

@@ -59,14 +59,16 @@ static void vt_check_iv(struct vt_case *t, const char *name, struct vgpu_vm *vm,
 enum vt_res t_vm_isolation(struct vt_case *t)
 {
 	static const char *const names[] = {
-		"vmid1_own_page", "vmid2_own_page", "cross_va_faults", "cross_fault_iv",
-		"cross_page_untouched",
+		"vmid1_own_page", "vmid2_own_page", "eop_iv_vmid_pasid", "cross_va_faults",
+		"cross_fault_iv", "cross_page_untouched",
 	};
 	struct vgpu_vm_job a = {}, b = {};
 	struct vgpu_bo *pa = NULL, *pb = NULL, *pc = NULL;
+	struct vgpu_ih_slot sla, slb;
 	struct vgpu_ih_vmid v2;
 	struct vgpu *vg = t->vg;
-	u32 p[32], n, sa = 0, sb = 0, w;
+	char why[VT_WHY_LEN];
+	u32 p[48], n, sa = 0, sb = 0, w;
 	struct vgpu_cp *cp;
 	int ra, rb, ret;
 
@@ -95,12 +97,19 @@ enum vt_res t_vm_isolation(struct vt_case *t)
 	vgpu_bo_wr(pb, 0, 0xB2B2B2B2);
 	vgpu_bo_wr(pc, 0, 0xC3C3C3C3);
 
-	/* Each queue copies dword 0 of "its" VA to dword 4 and writes its mark to dword 1. */
+	/*
+	 * Each queue copies dword 0 of "its" VA to dword 4, writes its mark to dword 1, and ends
+	 * with an interrupting RELEASE_MEM to dword 8: the EOP IV of work in the VMID.
+	 */
 	n = vt_copy(p, VT_VA_DATA, VT_VA_DATA + 16, 4);
 	n += vt_wr(p + n, VT_VA_DATA + 4, 0x11110001);
+	n += pm4_release_mem(p + n, VT_GCR_FENCE, VGPU_PM4_RELEASE_MEM_DATA_SEL_32,
+			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32, 0xE0E00001, 0xE0E00001);
 	ra = vgpu_vm_job_emit(t, &a, p, n, &sa);
 	n = vt_copy(p, VT_VA_DATA, VT_VA_DATA + 16, 4);
 	n += vt_wr(p + n, VT_VA_DATA + 4, 0x22220002);
+	n += pm4_release_mem(p + n, VT_GCR_FENCE, VGPU_PM4_RELEASE_MEM_DATA_SEL_32,
+			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32, 0xE0E00002, 0xE0E00002);
 	rb = ra ?: vgpu_vm_job_emit(t, &b, p, n, &sb);
 	ra = ra ?: vgpu_fence_wait(t, a.ring, sa);
 	vt_check(t, !ra && vgpu_bo_rd(pa, 16) == 0xA1A1A1A1 && vgpu_bo_rd(pa, 4) == 0x11110001,
@@ -111,21 +120,42 @@ enum vt_res t_vm_isolation(struct vt_case *t)
 		 names[1], "%s; VMID 2's page: copy %#010x (want 0xb2b2b2b2), mark %#010x (want 0x22220002)",
 		 rb ? t->err : "fence reached", vgpu_bo_rd(pb, 16), vgpu_bo_rd(pb, 4));
 
+	why[0] = '\0';
+	ra = ra ?: vgpu_eop_wait(t, a.ring, 1);
+	rb = rb ?: vgpu_eop_wait(t, b.ring, 1);
+	vgpu_ih_slot_get(cp, a.ring->slot, &sla);
+	vgpu_ih_slot_get(cp, b.ring->slot, &slb);
+	if (ra || rb)
+		snprintf(why, sizeof(why), "%s", t->err);
+	else if (sla.eop_proc != 1 || sla.eop_proc_vmid != 1 || sla.eop_proc_pasid != 0x101 ||
+		 sla.eop_proc_ctxid != 0xE0E00001 || vgpu_bo_rd(pa, 32) != 0xE0E00001)
+		snprintf(why, sizeof(why),
+			 "slot %u: %u EOP IVs from VMID 1's IB, the last VMID %u PASID %#x ctxid %#x (want 1, 0x101, 0xe0e00001); its fence dword %#x",
+			 a.ring->slot, sla.eop_proc, sla.eop_proc_vmid, sla.eop_proc_pasid,
+			 sla.eop_proc_ctxid, vgpu_bo_rd(pa, 32));
+	else if (slb.eop_proc != 1 || slb.eop_proc_vmid != 2 || slb.eop_proc_pasid != 0x102 ||
+		 slb.eop_proc_ctxid != 0xE0E00002 || vgpu_bo_rd(pb, 32) != 0xE0E00002)
+		snprintf(why, sizeof(why),
+			 "slot %u: %u EOP IVs from VMID 2's IB, the last VMID %u PASID %#x ctxid %#x (want 2, 0x102, 0xe0e00002); its fence dword %#x",
+			 b.ring->slot, slb.eop_proc, slb.eop_proc_vmid, slb.eop_proc_pasid,
+			 slb.eop_proc_ctxid, vgpu_bo_rd(pb, 32));
+	vt_check(t, !why[0], names[2], "%s", why);
+
 	/* VMID 1 writes to the VA that only VMID 2 maps. */
 	n = vt_wr(p, VT_VA_OTHER + 8, 0xBAD00001);
 	ret = vgpu_vm_job_emit(t, &a, p, n, &sa) ?: vgpu_vm_halt_wait(t, a.ring);
 	if (ret) {
-		vt_check(t, false, names[2], "%s", t->err);
+		vt_check(t, false, names[3], "%s", t->err);
 	} else {
-		vt_check_latch(t, names[2],
+		vt_check_latch(t, names[3],
 			       vgpu_vm_status(VGPU_VM_PERM_VALID, VGPU_VM_CID_CPC, true, 1), false,
 			       VT_VA_OTHER);
 	}
-	vt_check_iv(t, names[3], a.vm, 1, VT_VA_OTHER, VGPU_VM_IV_DW5_WRITE_MASK,
+	vt_check_iv(t, names[4], a.vm, 1, VT_VA_OTHER, VGPU_VM_IV_DW5_WRITE_MASK,
 		    vgpu_vm_status(VGPU_VM_PERM_VALID, VGPU_VM_CID_CPC, true, 1));
 	vgpu_ih_vmid_get(cp, 2, &v2);
 	w = vgpu_bo_rd(pc, 8);
-	vt_check(t, vgpu_bo_rd(pc, 0) == 0xC3C3C3C3 && !w && !v2.faults, names[4],
+	vt_check(t, vgpu_bo_rd(pc, 0) == 0xC3C3C3C3 && !w && !v2.faults, names[5],
 		 "VMID 2's private page: dword 0 %#010x (want 0xc3c3c3c3), dword 2 %#010x (want 0); VMID 2 saw %u fault IVs",
 		 vgpu_bo_rd(pc, 0), w, v2.faults);
 out:
