@@ -7,6 +7,7 @@
 
 #include <linux/bitfield.h>
 #include <linux/bitmap.h>
+#include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
@@ -30,19 +31,42 @@ struct vt_retry_one {
 	u32 calls;
 	u32 state;		/* the queue's HQD state while its fault was handled */
 	bool write;
+	bool gate_timeout;	/* the case never let the first fault be resolved */
+	struct completion go;	/* the case has looked at the parked queue */
 };
 
-/* Maps the lazy page to its backing page, noting what the faulting queue was doing. */
+/*
+ * Maps the lazy page to its backing page, noting what the faulting queue was doing. The first
+ * fault is held until the case has seen the queue parked and another queue run.
+ */
 static u64 vt_retry_one_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
 {
 	struct vt_retry_one *c = arg;
 
-	c->calls++;
 	c->state = vgpu_hqd_state(c->vg, c->slot);
 	c->write = write;
+	WRITE_ONCE(c->calls, c->calls + 1);
+	if (c->calls == 1 && !wait_for_completion_timeout(&c->go, msecs_to_jiffies(timeout_ms)))
+		c->gate_timeout = true;
 	if (va != VT_VA_LAZY)
 		return 0;
 	return vt_vm_pte(c->backing->dma, true, VT_VM_RW);
+}
+
+/* Waits until the resolver has been called for the first fault. */
+static int vt_retry_seen(struct vt_case *t, struct vt_retry_one *c)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+
+	while (!READ_ONCE(c->calls)) {
+		if (time_after(jiffies, deadline))
+			return vt_reason(t, -ETIMEDOUT,
+					 "no retry fault reached the work item in %u ms (IH decoded %u IVs, RETRY_FAULTS %u)",
+					 timeout_ms, READ_ONCE(c->vg->cp->ih.ivs),
+					 vgpu_rd(c->vg, VGPU_REG_VM_RETRY_FAULTS));
+		usleep_range(50, 100);
+	}
+	return 0;
 }
 
 /* Waits for a fence while the fault work item makes progress (each fault restarts the wait). */
@@ -95,21 +119,24 @@ static void vt_retry_check_cam(struct vt_case *t, const char *name, struct vgpu_
 enum vt_res t_retry_fault(struct vt_case *t)
 {
 	static const char *const names[] = {
-		"job_completes", "right_data", "one_retry_iv", "handled_in_work", "waited_not_halted",
-		"cam_acked", "no_noretry_fault",
+		"parked_not_halted", "other_queue_runs", "job_completes", "right_data",
+		"one_retry_iv", "handled_in_work", "cam_acked", "no_noretry_fault",
 	};
 	struct vgpu *vg = t->vg;
-	struct vgpu_bo *src = NULL;
+	struct vgpu_bo *src = NULL, *other = NULL;
+	struct vgpu_ring *r2 = NULL;
 	struct vgpu_vm_job j = {};
 	struct vt_retry_one c = {};
 	struct vgpu_vm_retry_stats st;
 	struct vgpu_vm_latch l;
 	struct vgpu_ih_vmid v;
 	char why[VT_WHY_LEN];
-	u32 p[32], n, seq, i, pattern, retry0, faults0, bad0, bad;
+	u32 p[32], n, seq, i, pattern, retry0, faults0, bad0, bad, state, mark;
 	struct vgpu_cp *cp;
+	bool done;
 	int ret;
 
+	init_completion(&c.go);
 	vt_sub_begin(t, ARRAY_SIZE(names));
 	cp = vgpu_cp_get(t);
 	if (!cp)
@@ -120,6 +147,12 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	ret = c.backing ? 0 : -ENOMEM;
 	ret = ret ?: vgpu_vm_job_init(t, cp, &j, 10, 0x10a, VT_VM_RETRY, VT_RETRY_SLOT(cp));
 	ret = ret ?: vgpu_vm_map_bo(t, j.vm, VT_VA_DATA, src, VGPU_PTE_READABLE_MASK);
+	if (!ret) {
+		other = vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false);
+		r2 = other ? vgpu_ring_create(t, cp, vt_compute_slot(cp, 1, 6), VT_RING_BYTES) :
+			     NULL;
+		ret = r2 ? 0 : -EIO;
+	}
 	if (ret) {
 		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
 		goto out;
@@ -138,11 +171,32 @@ enum vt_res t_retry_fault(struct vt_case *t)
 
 	n = vt_copy(p, VT_VA_DATA, VT_VA_LAZY, VT_RETRY_BYTES);
 	n += vt_wr(p + n, VT_VA_LAZY + 0x200, VT_RETRY_MARK);
-	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_fence_wait(t, j.ring, j.vm, seq);
-	vt_check(t, !ret, names[0], "%s", t->err);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_seen(t, &c);
+	/* The driver holds the fault: the queue waits, another queue gets on with its work. */
+	if (!ret)
+		msleep(VT_SETTLE_MS);
+	state = vgpu_hqd_state(vg, c.slot);
+	done = vgpu_fence_done(j.ring, seq);
+	vt_note(t, "fault held by the driver: slot %u %s when the work item took it, %s %u ms later",
+		c.slot, vgpu_state_name(c.state), vgpu_state_name(state), VT_SETTLE_MS);
+	vt_check(t, !ret && !done && c.state != VGPU_HQD_STATE_HALTED &&
+		 c.state != VGPU_HQD_STATE_IDLE && state != VGPU_HQD_STATE_HALTED &&
+		 state != VGPU_HQD_STATE_IDLE, names[0],
+		 "%s; the queue was %s when the fault was handled, %s %u ms later, its fence %s (want it parked: active, not halted, not done)",
+		 ret ? t->err : "fault seen", vgpu_state_name(c.state), vgpu_state_name(state),
+		 VT_SETTLE_MS, done ? "reached" : "not reached");
+	ret = ret ?: vgpu_submit_wait(t, r2, p, vt_wr(p, other->gpu, VT_RETRY_MARK));
+	mark = vgpu_bo_rd(other, 0);
+	vt_check(t, !ret && mark == VT_RETRY_MARK, names[1],
+		 "%s; slot %u's dword reads %#010x, want %#010x", ret ? t->err : "fence reached",
+		 r2->slot, mark, VT_RETRY_MARK);
+	complete(&c.go);
+	ret = ret ?: vt_retry_fence_wait(t, j.ring, j.vm, seq);
+	vt_check(t, !ret && !c.gate_timeout, names[2], "%s",
+		 ret ? t->err : "the work item gave up waiting for the case (a slow host?)");
 	for (i = 0, bad = 0; i < VT_RETRY_BYTES / 4; i++)
 		bad += vgpu_bo_rd(c.backing, 4 * i) != pattern + i;
-	vt_check(t, !ret && !bad && vgpu_bo_rd(c.backing, 0x200) == VT_RETRY_MARK, names[1],
+	vt_check(t, !ret && !bad && vgpu_bo_rd(c.backing, 0x200) == VT_RETRY_MARK, names[3],
 		 "the page mapped on the fault: %u of %u copied dwords wrong, mark %#010x (want %#010x)",
 		 bad, VT_RETRY_BYTES / 4, vgpu_bo_rd(c.backing, 0x200), VT_RETRY_MARK);
 
@@ -155,24 +209,25 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	else
 		vgpu_vm_fault_is(&v.first, j.vm, VT_VA_LAZY, VGPU_VM_IV_DW5_WRITE_MASK, true, 0,
 				 false, why, sizeof(why));
-	vt_check(t, !why[0], names[2], "%s", why);
+	vt_check(t, !why[0], names[4], "%s", why);
 	vgpu_vm_retry_get(j.vm, &st);
 	vt_check(t, st.handled == 1 && st.resolved == 1 && !st.not_in_task && !st.surplus &&
-		 !st.flush_failed && c.calls == 1 && c.write, names[3],
+		 !st.flush_failed && c.calls == 1 && c.write, names[5],
 		 "work item: %u handled, %u resolved, %u outside process context, %u surplus, %u flushes failed; resolver called %u times (write %d)",
 		 st.handled, st.resolved, st.not_in_task, st.surplus, st.flush_failed, c.calls,
 		 c.write);
-	vt_check(t, c.calls && c.state != VGPU_HQD_STATE_HALTED && c.state != VGPU_HQD_STATE_IDLE,
-		 names[4], "while its fault was handled the queue was %s, want it active and not halted",
-		 c.calls ? vgpu_state_name(c.state) : "never seen");
-	vt_retry_check_cam(t, names[5], cp, &v, retry0, 1, bad0);
+	vt_retry_check_cam(t, names[6], cp, &v, retry0, 1, bad0);
 	vgpu_vm_latch_read(vg, &l);
-	vt_check(t, !l.status && vgpu_rd(vg, VGPU_REG_VM_FAULTS) == faults0, names[6],
+	vt_check(t, !l.status && vgpu_rd(vg, VGPU_REG_VM_FAULTS) == faults0, names[7],
 		 "VM_FAULT_STATUS %#x, VM_FAULTS %u -> %u: a retry fault is not a no-retry fault",
 		 l.status, faults0, vgpu_rd(vg, VGPU_REG_VM_FAULTS));
 out:
+	/* The work item never waits on a case that has gone. */
+	complete(&c.go);
+	vgpu_ring_destroy(t, r2);
 	vgpu_vm_job_fini(t, &j);
 	vgpu_vm_latch_clear(vg);
+	vgpu_bo_free(cp, other);
 	vgpu_bo_free(cp, c.backing);
 	vgpu_bo_free(cp, src);
 	return vt_cp_end(t, cp);
