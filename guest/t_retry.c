@@ -21,6 +21,7 @@
 
 #define VT_RETRY_SLOT(cp)	vt_compute_slot(cp, 0, 6)
 #define VT_VA_LAZY		0x0000700000005000ULL	/* mapped only when it faults */
+#define VT_VA_LAZY2		0x0000700000006000ULL	/* nobody will serve it */
 #define VT_RETRY_BYTES		256
 #define VT_RETRY_MARK		0x7E7E0007
 
@@ -33,6 +34,8 @@ struct vt_retry_one {
 	bool write;
 	bool gate_timeout;	/* the case never let the first fault be resolved */
 	struct completion go;	/* the case has looked at the parked queue */
+	u32 calls2;		/* faults on VT_VA_LAZY2, held until go2 */
+	struct completion go2;
 };
 
 /*
@@ -43,6 +46,12 @@ static u64 vt_retry_one_resolve(struct vgpu_vm *vm, u64 va, bool write, void *ar
 {
 	struct vt_retry_one *c = arg;
 
+	if (va == VT_VA_LAZY2) {
+		WRITE_ONCE(c->calls2, c->calls2 + 1);
+		if (!wait_for_completion_timeout(&c->go2, msecs_to_jiffies(timeout_ms)))
+			c->gate_timeout = true;
+		return 0;
+	}
 	c->state = vgpu_hqd_state(c->vg, c->slot);
 	c->write = write;
 	WRITE_ONCE(c->calls, c->calls + 1);
@@ -53,12 +62,12 @@ static u64 vt_retry_one_resolve(struct vgpu_vm *vm, u64 va, bool write, void *ar
 	return vt_vm_pte(c->backing->dma, true, VT_VM_RW);
 }
 
-/* Waits until the resolver has been called for the first fault. */
-static int vt_retry_seen(struct vt_case *t, struct vt_retry_one *c)
+/* Waits until the resolver has been called for a fault (*calls is its count). */
+static int vt_retry_seen(struct vt_case *t, struct vt_retry_one *c, u32 *calls)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
 
-	while (!READ_ONCE(c->calls)) {
+	while (!READ_ONCE(*calls)) {
 		if (time_after(jiffies, deadline))
 			return vt_reason(t, -ETIMEDOUT,
 					 "no retry fault reached the work item in %u ms (IH decoded %u IVs, RETRY_FAULTS %u)",
@@ -121,6 +130,7 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	static const char *const names[] = {
 		"parked_not_halted", "other_queue_runs", "job_completes", "right_data",
 		"one_retry_iv", "handled_in_work", "cam_acked", "no_noretry_fault",
+		"unserved_waits_until_reset", "unserved_gets_marker", "marker_noretry_halts",
 	};
 	struct vgpu *vg = t->vg;
 	struct vgpu_bo *src = NULL, *other = NULL;
@@ -137,6 +147,7 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	int ret;
 
 	init_completion(&c.go);
+	init_completion(&c.go2);
 	vt_sub_begin(t, ARRAY_SIZE(names));
 	cp = vgpu_cp_get(t);
 	if (!cp)
@@ -171,7 +182,7 @@ enum vt_res t_retry_fault(struct vt_case *t)
 
 	n = vt_copy(p, VT_VA_DATA, VT_VA_LAZY, VT_RETRY_BYTES);
 	n += vt_wr(p + n, VT_VA_LAZY + 0x200, VT_RETRY_MARK);
-	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_seen(t, &c);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_seen(t, &c, &c.calls);
 	/* The driver holds the fault: the queue waits, another queue gets on with its work. */
 	if (!ret)
 		msleep(VT_SETTLE_MS);
@@ -221,9 +232,57 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	vt_check(t, !l.status && vgpu_rd(vg, VGPU_REG_VM_FAULTS) == faults0, names[7],
 		 "VM_FAULT_STATUS %#x, VM_FAULTS %u -> %u: a retry fault is not a no-retry fault",
 		 l.status, faults0, vgpu_rd(vg, VGPU_REG_VM_FAULTS));
+
+	/*
+	 * A page nobody serves: while the driver has not answered, the queue waits, and only a
+	 * dequeue reset ends that; nothing is written anywhere. The answer then is amdgpu's
+	 * no-retry marker, so the same access run again is a no-retry fault that halts.
+	 */
+	n = vt_wr(p, VT_VA_LAZY2, 0xBAD0BAD0);
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq) ?: vt_retry_seen(t, &c, &c.calls2);
+	if (!ret)
+		msleep(VT_SETTLE_MS);
+	state = vgpu_hqd_state(vg, c.slot);
+	done = vgpu_fence_done(j.ring, seq);
+	ret = ret ?: vgpu_hqd_stop(t, cp, c.slot);
+	vt_check(t, !ret && !done && state != VGPU_HQD_STATE_HALTED &&
+		 state != VGPU_HQD_STATE_IDLE && !vgpu_fence_done(j.ring, seq), names[8],
+		 "%s; the queue was %s %u ms after the fault, its fence %s (want it waiting, then stopped by DEQUEUE_RESET)",
+		 ret ? t->err : "DEQUEUE_RESET stopped it", vgpu_state_name(state), VT_SETTLE_MS,
+		 done ? "reached" : "not reached");
+	complete(&c.go2);
+	vgpu_ih_soft_flush(cp);
+	vgpu_vm_retry_get(j.vm, &st);
+	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
+	i = FIELD_GET(VGPU_REG_VM_RETRY_CAM_STATUS__USED_MASK,
+		      vgpu_rd(vg, VGPU_REG_VM_RETRY_CAM_STATUS));
+	vt_check(t, st.unresolved == 1 && st.handled == 2 && v.retry == 2 && !i &&
+		 vgpu_vm_read_pte(j.vm, VT_VA_LAZY2) == VT_VM_PTE_NORETRY, names[9],
+		 "work item: %u handled, %u unserved (want 2, 1); %u retry IVs (want 2); CAM entries used %u; PTE %#llx (want %#llx)",
+		 st.handled, st.unresolved, v.retry, i, vgpu_vm_read_pte(j.vm, VT_VA_LAZY2),
+		 (u64)VT_VM_PTE_NORETRY);
+	vgpu_vm_latch_clear(vg);
+	ret = vgpu_ring_start(t, j.ring) ?: vgpu_vm_job_emit(t, &j, p, n, &seq) ?:
+	      vgpu_vm_halt_wait(t, j.ring) ?: vgpu_vm_fault_wait(t, cp, j.vm->vmid, 3);
+	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
+	vgpu_vm_latch_read(vg, &l);
+	i = FIELD_PREP(VGPU_REG_VM_FAULT_STATUS__WALKER_ERROR_MASK, VGPU_VM_WALKER_NO_RETRY_MARKER) |
+	    VGPU_REG_VM_FAULT_STATUS__PRT_MASK | vgpu_vm_status(0, VGPU_VM_CID_CPC, true, 10);
+	why[0] = '\0';
+	if (ret)
+		snprintf(why, sizeof(why), "%s", t->err);
+	else if (v.retry != 2 || l.status != i || l.addr != VT_VA_LAZY2)
+		snprintf(why, sizeof(why),
+			 "%u retry IVs (want still 2); VM_FAULT_STATUS %#x at %#llx, want %#x (NO_RETRY_MARKER, PRT) at %#llx",
+			 v.retry, l.status, l.addr, i, VT_VA_LAZY2);
+	else
+		vgpu_vm_fault_is(&v.last, j.vm, VT_VA_LAZY2, VGPU_VM_IV_DW5_WRITE_MASK, false, i,
+				 true, why, sizeof(why));
+	vt_check(t, !why[0], names[10], "%s", why);
 out:
 	/* The work item never waits on a case that has gone. */
 	complete(&c.go);
+	complete(&c.go2);
 	vgpu_ring_destroy(t, r2);
 	vgpu_vm_job_fini(t, &j);
 	vgpu_vm_latch_clear(vg);

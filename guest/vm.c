@@ -378,9 +378,10 @@ void vgpu_vm_destroy(struct vt_case *t, struct vgpu_vm *vm)
 
 /*
  * A delegated retry fault, in process context (amdgpu_vm_handle_fault, then retry_cam_ack):
- * the VM of the IV's VMID and PASID maps the page if its resolver gives a PTE, invalidates,
- * and the CAM entry is acknowledged — also when nothing could be mapped, as amdgpu does (the
- * access then faults again).
+ * the VM of the IV's VMID and PASID maps the page if its resolver gives a PTE — else writes
+ * the no-retry marker, as amdgpu does for compute contexts, so that the replay is a no-retry
+ * fault — invalidates, and the CAM entry is acknowledged. An IV of no VM we know is
+ * acknowledged too (the access then faults again).
  */
 void vgpu_vm_handle_retry(struct vgpu_cp *cp, const struct vgpu_vm_fault *f)
 {
@@ -399,13 +400,13 @@ void vgpu_vm_handle_retry(struct vgpu_cp *cp, const struct vgpu_vm_fault *f)
 			vm->retry.surplus++;
 		} else {
 			pte = vm->resolve ? vm->resolve(vm, va, write, vm->resolve_arg) : 0;
-			if (pte && !__vgpu_vm_map(vm, va, pte)) {
+			if (pte)
 				vm->retry.resolved++;
-				if (vgpu_vm_flush(NULL, vm))
-					vm->retry.flush_failed++;
-			} else {
+			else
 				vm->retry.unresolved++;
-			}
+			/* A page nobody serves faults again as a no-retry fault, not forever. */
+			if (!__vgpu_vm_map(vm, va, pte ?: VT_VM_PTE_NORETRY) && vgpu_vm_flush(NULL, vm))
+				vm->retry.flush_failed++;
 		}
 		mutex_unlock(&vm->lock);
 	} else {

@@ -64,6 +64,11 @@
 				 FIELD_PREP(VGPU_PTE_MTYPE_MASK, VGPU_PTE_MTYPE_UC))
 #define VT_VM_RW		(VGPU_PTE_READABLE_MASK | VGPU_PTE_WRITEABLE_MASK)
 #define VT_VM_RWX		(VT_VM_RW | VGPU_PTE_EXECUTABLE_MASK)
+/*
+ * What amdgpu_vm_handle_fault writes for a retry fault it cannot serve on gfx11
+ * (AMDGPU_VM_NORETRY_FLAGS_TF): an invalid combination the walker takes as a no-retry fault.
+ */
+#define VT_VM_PTE_NORETRY	(VGPU_PTE_VALID_MASK | VGPU_PTE_SYSTEM_MASK | VGPU_PTE_PRT_MASK)
 /* A PRT page as gmc_v11_0_get_vm_pte writes it: VALID clear. */
 #define VT_VM_PTE_PRT		(VGPU_PTE_PRT_MASK | VGPU_PTE_SNOOPED_MASK | \
 				 VGPU_PTE_LOG_MASK | VGPU_PTE_SYSTEM_MASK)
@@ -78,8 +83,9 @@ struct vgpu_pt {
 struct vgpu_vm;
 
 /*
- * Gives the PTE a retry fault at va (page aligned) should be resolved with, or 0 to leave it
- * unmapped. Called from the fault work item with vm->lock held.
+ * Gives the PTE a retry fault at va (page aligned) should be resolved with, or 0 if the page
+ * cannot be served (it then gets VT_VM_PTE_NORETRY). Called from the fault work item with
+ * vm->lock held.
  */
 typedef u64 (*vgpu_vm_resolve_fn)(struct vgpu_vm *vm, u64 va, bool write, void *arg);
 
@@ -87,7 +93,7 @@ typedef u64 (*vgpu_vm_resolve_fn)(struct vgpu_vm *vm, u64 va, bool write, void *
 struct vgpu_vm_retry_stats {
 	u32 handled;		/* retry-fault IVs handled (each acknowledged) */
 	u32 resolved;		/* ... that mapped the page */
-	u32 unresolved;		/* ... the resolver left unmapped */
+	u32 unresolved;		/* ... the resolver could not serve (no-retry marker written) */
 	u32 surplus;		/* ... whose page was already mapped: the IV was not needed */
 	u32 flush_failed;	/* invalidations that timed out */
 	u32 not_in_task;	/* ... not run in process context (a bug in the delegation) */
