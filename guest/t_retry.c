@@ -266,7 +266,8 @@ enum vt_res t_retry_fault(struct vt_case *t)
 	      vgpu_vm_halt_wait(t, j.ring) ?: vgpu_vm_fault_wait(t, cp, j.vm->vmid, 3);
 	vgpu_ih_vmid_get(cp, j.vm->vmid, &v);
 	vgpu_vm_latch_read(vg, &l);
-	i = FIELD_PREP(VGPU_REG_VM_FAULT_STATUS__WALKER_ERROR_MASK, VGPU_VM_WALKER_NO_RETRY_MARKER) |
+	i = FIELD_PREP(VGPU_REG_VM_FAULT_STATUS__WALKER_ERROR_MASK,
+		       VGPU_VM_WALKER_NO_RETRY_MARKER) |
 	    VGPU_REG_VM_FAULT_STATUS__PRT_MASK | vgpu_vm_status(0, VGPU_VM_CID_CPC, true, 10);
 	why[0] = '\0';
 	if (ret)

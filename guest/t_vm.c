@@ -104,12 +104,14 @@ enum vt_res t_vm_isolation(struct vt_case *t)
 	n = vt_copy(p, VT_VA_DATA, VT_VA_DATA + 16, 4);
 	n += vt_wr(p + n, VT_VA_DATA + 4, 0x11110001);
 	n += pm4_release_mem(p + n, VT_GCR_FENCE, VGPU_PM4_RELEASE_MEM_DATA_SEL_32,
-			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32, 0xE0E00001, 0xE0E00001);
+			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32,
+			     0xE0E00001, 0xE0E00001);
 	ra = vgpu_vm_job_emit(t, &a, p, n, &sa);
 	n = vt_copy(p, VT_VA_DATA, VT_VA_DATA + 16, 4);
 	n += vt_wr(p + n, VT_VA_DATA + 4, 0x22220002);
 	n += pm4_release_mem(p + n, VT_GCR_FENCE, VGPU_PM4_RELEASE_MEM_DATA_SEL_32,
-			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32, 0xE0E00002, 0xE0E00002);
+			     VGPU_PM4_RELEASE_MEM_INT_SEL_IRQ_CONFIRM, VT_VA_DATA + 32,
+			     0xE0E00002, 0xE0E00002);
 	rb = ra ?: vgpu_vm_job_emit(t, &b, p, n, &sb);
 	ra = ra ?: vgpu_fence_wait(t, a.ring, sa);
 	vt_check(t, !ra && vgpu_bo_rd(pa, 16) == 0xA1A1A1A1 && vgpu_bo_rd(pa, 4) == 0x11110001,

@@ -405,7 +405,8 @@ void vgpu_vm_handle_retry(struct vgpu_cp *cp, const struct vgpu_vm_fault *f)
 			else
 				vm->retry.unresolved++;
 			/* A page nobody serves faults again as a no-retry fault, not forever. */
-			if (!__vgpu_vm_map(vm, va, pte ?: VT_VM_PTE_NORETRY) && vgpu_vm_flush(NULL, vm))
+			if (!__vgpu_vm_map(vm, va, pte ?: VT_VM_PTE_NORETRY) &&
+			    vgpu_vm_flush(NULL, vm))
 				vm->retry.flush_failed++;
 		}
 		mutex_unlock(&vm->lock);

@@ -93,7 +93,7 @@ typedef u64 (*vgpu_vm_resolve_fn)(struct vgpu_vm *vm, u64 va, bool write, void *
 struct vgpu_vm_retry_stats {
 	u32 handled;		/* retry-fault IVs handled (each acknowledged) */
 	u32 resolved;		/* ... that mapped the page */
-	u32 unresolved;		/* ... the resolver could not serve (no-retry marker written) */
+	u32 unresolved;		/* ... nobody could serve (the no-retry marker written) */
 	u32 surplus;		/* ... whose page was already mapped: the IV was not needed */
 	u32 flush_failed;	/* invalidations that timed out */
 	u32 not_in_task;	/* ... not run in process context (a bug in the delegation) */
