@@ -47,14 +47,15 @@ static u64 vt_retry_one_resolve(struct vgpu_vm *vm, u64 va, bool write, void *ar
 	struct vt_retry_one *c = arg;
 
 	if (va == VT_VA_LAZY2) {
-		WRITE_ONCE(c->calls2, c->calls2 + 1);
+		smp_store_release(&c->calls2, c->calls2 + 1);
 		if (!wait_for_completion_timeout(&c->go2, msecs_to_jiffies(timeout_ms)))
 			c->gate_timeout = true;
 		return 0;
 	}
 	c->state = vgpu_hqd_state(c->vg, c->slot);
 	c->write = write;
-	WRITE_ONCE(c->calls, c->calls + 1);
+	/* What was noted above is visible to whoever sees the count. */
+	smp_store_release(&c->calls, c->calls + 1);
 	if (c->calls == 1 && !wait_for_completion_timeout(&c->go, msecs_to_jiffies(timeout_ms)))
 		c->gate_timeout = true;
 	if (va != VT_VA_LAZY)
@@ -67,7 +68,7 @@ static int vt_retry_seen(struct vt_case *t, struct vt_retry_one *c, u32 *calls)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
 
-	while (!READ_ONCE(*calls)) {
+	while (!smp_load_acquire(calls)) {
 		if (time_after(jiffies, deadline))
 			return vt_reason(t, -ETIMEDOUT,
 					 "no retry fault reached the work item in %u ms (IH decoded %u IVs, RETRY_FAULTS %u)",
