@@ -235,7 +235,7 @@ var Blocks = []Block{
 		Doc: "Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE.",
 		Registers: []Register{
 			{Name: "ACTIVE", Offset: 0x00, Access: RW, Doc: "Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs."},
-			{Name: "VMID", Offset: 0x04, Access: RW, Doc: "VMID the queue's memory accesses use (0: kernel)."},
+			{Name: "VMID", Offset: 0x04, Access: RW, Doc: "VMID the queue's memory accesses use: 0 the kernel's (GMC apertures), 1..15 a process address space (VM_CONTEXT) for the ring, its IBs and every packet access."},
 			{Name: "PQ_BASE_LO", Offset: 0x08, Access: RW, Doc: "Ring GPU address (256-byte aligned), low 32 bits."},
 			{Name: "PQ_BASE_HI", Offset: 0x0C, Access: RW},
 			{Name: "PQ_CONTROL", Offset: 0x10, Access: RW, Fields: []Field{

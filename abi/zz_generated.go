@@ -263,7 +263,7 @@ const (
 	BLOCK_HQD_STRIDE = 0x100
 	// REG_HQD_ACTIVE RW. Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs.
 	REG_HQD_ACTIVE = 0x0
-	// REG_HQD_VMID RW. VMID the queue's memory accesses use (0: kernel).
+	// REG_HQD_VMID RW. VMID the queue's memory accesses use: 0 the kernel's (GMC apertures), 1..15 a process address space (VM_CONTEXT) for the ring, its IBs and every packet access.
 	REG_HQD_VMID = 0x4
 	// REG_HQD_PQ_BASE_LO RW. Ring GPU address (256-byte aligned), low 32 bits.
 	REG_HQD_PQ_BASE_LO = 0x8

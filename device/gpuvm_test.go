@@ -3,6 +3,7 @@ package device
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"vgpu/abi"
 	"vgpu/cp/cptest"
@@ -29,8 +30,9 @@ type vmTables struct {
 	dirs map[[2]uint64]uint64 // (table, index) → next table
 }
 
-func newVMTables(d *driver) *vmTables {
-	t := &vmTables{d: d, next: vtTables, dirs: map[[2]uint64]uint64{}}
+// newVMTables allocates tables from VRAM offset at upwards.
+func newVMTables(d *driver, at uint64) *vmTables {
+	t := &vmTables{d: d, next: at, dirs: map[[2]uint64]uint64{}}
 	t.root = t.alloc()
 	return t
 }
@@ -149,7 +151,7 @@ func (iv ivEntry) faultAddr() uint64 { return uint64(iv.data[0])<<12 | uint64(iv
 func TestKernelRingRunsIBInProcessVMID(t *testing.T) {
 	dev := newSharedDevice(t)
 	d := attach(t, dev, 0, true)
-	vt := newVMTables(d)
+	vt := newVMTables(d, vtTables)
 	vt.mapPage(vaIB, vtIB|pteRWX)
 	vt.mapPage(vaData, vtDataA|pteRWX)
 	vt.enableContext(1, 0)
@@ -180,7 +182,7 @@ func TestKernelRingRunsIBInProcessVMID(t *testing.T) {
 func TestProcessQueue(t *testing.T) {
 	dev := newSharedDevice(t)
 	d := attach(t, dev, 0, true)
-	vt := newVMTables(d)
+	vt := newVMTables(d, vtTables)
 	var vaRing, vaRptr uint64 = 0x0000_0060_0000_0000, 0x0000_0060_0001_0000
 	for i := uint64(0); i < 4; i++ {
 		vt.mapPage(vaRing+i<<12, (ltRing+i<<12)|pteRWX)
@@ -215,7 +217,7 @@ func TestProcessQueue(t *testing.T) {
 func TestRetryFaultParksAndReplays(t *testing.T) {
 	dev := newSharedDevice(t)
 	d := attach(t, dev, 0, true)
-	vt := newVMTables(d)
+	vt := newVMTables(d, vtTables)
 	vt.mapPage(vaIB, vtIB|pteRWX)
 	vt.enableContext(1, abi.REG_VM_CONTEXT_CNTL__RETRY_PERMISSION_OR_INVALID_PAGE_FAULT_MASK)
 	n := d.writeIB(vtIB, bypassWrite(vaData, 0x5EED))
@@ -259,7 +261,7 @@ func TestRetryFaultParksAndReplays(t *testing.T) {
 func TestInvalidateTLBsPacket(t *testing.T) {
 	dev := newSharedDevice(t)
 	d := attach(t, dev, 0, true)
-	vt := newVMTables(d)
+	vt := newVMTables(d, vtTables)
 	vt.mapPage(vaIB, vtIB|pteRWX)
 	vt.mapPage(vaData, vtDataA|pteRWX)
 	vt.enableContext(3, 0)
@@ -313,5 +315,83 @@ func TestKernelFaultInVMLatch(t *testing.T) {
 	}
 	if d.r.reg(abi.REG_VM_FAULT_ADDR_LO) != 0x200_0000_0000>>12 {
 		t.Errorf("VM_FAULT_ADDR_LO %#x", d.r.reg(abi.REG_VM_FAULT_ADDR_LO))
+	}
+}
+
+// Queues of eight VMIDs run at once, each an IB at the same VA in its own address space,
+// while the driver keeps invalidating every VMID through an engine: each VMID's writes land
+// in its own page only. Run with -race: the device's real MMU, gpuvm and L2 under concurrent
+// queues.
+func TestConcurrentProcessVMIDs(t *testing.T) {
+	const (
+		vmids    = 8
+		rounds   = 20
+		perIB    = 16
+		ringsAt  = 0x5_0000 // a 4 KiB ring per slot
+		fencesAt = 0x6_0000
+		pagesAt  = 0x30_0000
+		ibsAt    = 0x38_0000
+	)
+	dev := newSharedDevice(t)
+	d := attach(t, dev, 0, true)
+	for v := 1; v <= vmids; v++ {
+		vt := newVMTables(d, vtTables+uint64(v)*0x1_0000)
+		ib, page := uint64(ibsAt+v*0x1000), uint64(pagesAt+v*0x1000)
+		vt.mapPage(vaIB, ib|pteRWX)
+		vt.mapPage(vaData, page|pteRWX)
+		vt.enableContext(v, 0)
+		var pkts [][]uint32
+		for i := range perIB {
+			pkts = append(pkts, bypassWrite(vaData+4*uint64(i), uint32(v)<<16|uint32(i)))
+		}
+		n := d.writeIB(ib, pkts...)
+		slot := uint32(v)
+		ring := uint64(ringsAt + v*0x1000)
+		clear(d.vram[ring : ring+0x1000])
+		hqd := func(r, val uint32) { d.r.setReg(abi.BLOCK_HQD_BASE+slot*abi.BLOCK_HQD_STRIDE+r, val) }
+		hqd(abi.REG_HQD_PQ_BASE_LO, uint32(abi.GPU_FB_BASE+ring))
+		hqd(abi.REG_HQD_PQ_BASE_HI, uint32((abi.GPU_FB_BASE+ring)>>32))
+		hqd(abi.REG_HQD_PQ_CONTROL, 9)
+		hqd(abi.REG_HQD_ACTIVE, 1)
+		wptr := uint64(0)
+		for r := range rounds {
+			for _, dw := range append(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: uint32(v)}.Encode(),
+				bypassWrite(abi.GPU_FB_BASE+fencesAt+4*uint64(v), uint32(r+1))...) {
+				binary.LittleEndian.PutUint32(d.vram[ring+4*(wptr%1024):], dw)
+				wptr++
+			}
+		}
+		hqd(abi.REG_HQD_PQ_WPTR_LO, uint32(wptr)) // kick: every queue now runs its rounds
+	}
+	eng := func(r uint32) uint32 { return abi.BLOCK_VM_INV_ENG_BASE + 7*abi.BLOCK_VM_INV_ENG_STRIDE + r }
+	done := func() bool {
+		for v := 1; v <= vmids; v++ {
+			if d.u32(fencesAt+4*uint64(v)) != rounds {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(10 * time.Second) // a liveness bound, not a speed assertion
+	for !done() {                                // the driver invalidates every VMID all the while
+		if time.Now().After(deadline) {
+			t.Fatal("the queues' fences were not written in 10 s")
+		}
+		d.r.setReg(eng(abi.REG_VM_INV_ENG_REQ), 0x1FE|0xF<<abi.REG_VM_INV_ENG_REQ__INVALIDATE_L2_PTES__SHIFT)
+		for v := 1; v <= vmids; v++ {
+			if st := d.r.reg(abi.BLOCK_HQD_BASE + uint32(v)*abi.BLOCK_HQD_STRIDE + abi.REG_HQD_STATUS); st&abi.REG_HQD_STATUS__STATE_MASK == abi.HQD_STATE_HALTED {
+				t.Fatalf("slot %d halted: %#x", v, st)
+			}
+		}
+	}
+	for v := 1; v <= vmids; v++ {
+		for i := range perIB {
+			if got := d.u32(uint64(pagesAt + v*0x1000 + 4*i)); got != uint32(v)<<16|uint32(i) {
+				t.Fatalf("VMID %d's page, dword %d: %#x", v, i, got)
+			}
+		}
+	}
+	if d.r.reg(abi.REG_VM_FAULTS) != 0 {
+		t.Errorf("%d faults", d.r.reg(abi.REG_VM_FAULTS))
 	}
 }

@@ -39,7 +39,7 @@ func (m *MMU) Copy(a engine.Access, dst, src, n uint64) error {
 }
 
 func (m *MMU) copy(a engine.Access, dst, src, n uint64) (written bool, err error) {
-	if a.VMID != 0 && m.vm != nil {
+	if m.inVM(a) {
 		return m.copyVM(a, dst, src, n)
 	}
 	for n > 0 {

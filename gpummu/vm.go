@@ -13,6 +13,11 @@ import (
 // without it every VMID but 0 faults (VM_FAULT_OUTSIDE), as before gpuvm existed.
 func (m *MMU) SetVM(v *gpuvm.VM) { m.vm = v }
 
+// inVM reports whether gpuvm translates a's address space (VMIDs past 15 fault as outside).
+func (m *MMU) inVM(a engine.Access) bool {
+	return m.vm != nil && a.VMID > 0 && a.VMID < gpuvm.NumVMIDs
+}
+
 // accessVM is Read/Write for a process VMID: the access is split at the ends of the
 // translated mappings (pages, fragments, huge pages). gpuvm's errors come back as they are:
 // a *gpuvm.Fault (already latched there) or a *gpuvm.RetryFault the engine waits on.

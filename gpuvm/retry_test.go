@@ -169,3 +169,17 @@ func TestRetryRelease(t *testing.T) {
 		t.Errorf("no-retry marker: %v", err)
 	}
 }
+
+func TestDropRetryFaults(t *testing.T) {
+	w := newWorld(t)
+	w.enable(1, cntl(retryCntl))
+	_, err := w.vm.Translate(acc(1), va1, false)
+	r := retryOf(t, err)
+	w.vm.DropRetryFaults()
+	if !closed(r.RetryReady()) || w.vm.ReadReg(regCAMStatus)&abi.REG_VM_RETRY_CAM_STATUS__USED_MASK != 0 {
+		t.Fatal("the CAM survived DropRetryFaults")
+	}
+	if w.vm.ReadContext(1, ctxCntl) != cntl(retryCntl) {
+		t.Error("DropRetryFaults changed the configuration")
+	}
+}

@@ -9,10 +9,12 @@ import (
 // stale if the tables changed — until an invalidation drops them, and the generation that
 // lets a walk which raced an invalidation know not to insert what it found.
 type vmContext struct {
-	mu   sync.Mutex // tlb, pdes, gen; held only for map operations, never across memory
-	gen  uint64
-	tlb  tlb
-	pdes pdeCache
+	mu  sync.Mutex // everything below; held only for cache operations, never across memory
+	gen uint64
+	// hits, misses (walks) and pdeHits (walks from a cached PDE) for Stats.
+	hits, misses, pdeHits uint64
+	tlb                   tlb
+	pdes                  pdeCache
 }
 
 // invMask selects what an invalidation drops.
@@ -50,6 +52,13 @@ func (cx *vmContext) entries() int {
 	cx.mu.Lock()
 	defer cx.mu.Unlock()
 	return cx.tlb.n
+}
+
+// counts returns the context's TLB entries, hits, walks and walks from a cached PDE.
+func (cx *vmContext) counts() (entries int, hits, misses, pdeHits uint64) {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	return cx.tlb.n, cx.hits, cx.misses, cx.pdeHits
 }
 
 // tlbEntry is a cached translation of an aligned run of 2^shift bytes: a page, a fragment

@@ -87,21 +87,22 @@ func (v *VM) lookup(a engine.Access, c *ctxConfig, va uint64, write bool) (tlbEn
 	e, hit := cx.tlb.lookup(rel)
 	gen := cx.gen
 	start := rootStart(c)
-	if !hit {
+	if hit {
+		cx.hits++ // counted under the context's lock: no shared atomic on the hot path
+	} else {
 		start = cx.pdeStart(c, rel)
+		cx.misses++
+		if start.cached {
+			cx.pdeHits++
+		}
 	}
 	cx.mu.Unlock()
 	strict := v.strict.Load()
 	if hit {
-		v.stats.tlbHits.Add(1)
 		if strict {
 			v.checkStale(a, c, cx, gen, va, rel, e, write)
 		}
 		return e, walkFault{}, va, rel
-	}
-	v.stats.tlbMisses.Add(1)
-	if start.cached {
-		v.stats.pdeHits.Add(1)
 	}
 	w := v.walk(c, rel, start)
 	if strict && start.cached {

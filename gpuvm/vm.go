@@ -161,9 +161,19 @@ func (v *VM) Reset() {
 	}
 }
 
-// counters are the VM's statistics (atomics: the hot path updates them without v.mu).
+// DropRetryFaults frees every retry-CAM entry and releases their waiters (which replay):
+// the engines' outstanding work is forgotten when the client goes, while the configuration
+// (contexts, PASID table, policies) and the caches stay, as for a disconnect elsewhere.
+func (v *VM) DropRetryFaults() {
+	v.mu.Lock()
+	v.cam.releaseAll()
+	v.mu.Unlock()
+}
+
+// counters are the VM's statistics (atomics: updated without v.mu). TLB hits and walks are
+// counted per context, under its lock (vmContext).
 type counters struct {
-	tlbHits, tlbMisses, pdeHits, tableReads              atomic.Uint64
+	tableReads                                           atomic.Uint64
 	defaultPage, prt, retryIVs, retryWaits, camFullWaits atomic.Uint64
 	bogusAcks, invalidations, staleUses, staleRaces      atomic.Uint64
 }
@@ -189,8 +199,6 @@ type Stats struct {
 // Stats returns the counters.
 func (v *VM) Stats() Stats {
 	s := Stats{
-		TLBHits:   v.stats.tlbHits.Load(),
-		TLBMisses: v.stats.tlbMisses.Load(), PDECacheHits: v.stats.pdeHits.Load(),
 		TableReads: v.stats.tableReads.Load(), Faults: v.faults.Load(),
 		DefaultPage: v.stats.defaultPage.Load(), PRT: v.stats.prt.Load(),
 		RetryIVs: v.stats.retryIVs.Load(), RetryWaits: v.stats.retryWaits.Load(),
@@ -198,7 +206,11 @@ func (v *VM) Stats() Stats {
 		Invalidations: v.stats.invalidations.Load(), StaleUses: v.stats.staleUses.Load(),
 	}
 	for i := range v.ctx {
-		s.TLBEntries += v.ctx[i].entries()
+		n, hits, misses, pdeHits := v.ctx[i].counts()
+		s.TLBEntries += n
+		s.TLBHits += hits
+		s.TLBMisses += misses
+		s.PDECacheHits += pdeHits
 	}
 	return s
 }

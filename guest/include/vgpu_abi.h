@@ -262,7 +262,7 @@
 #define VGPU_BLOCK_HQD_STRIDE 0x100ULL
 /* RW. Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs. */
 #define VGPU_REG_HQD_ACTIVE 0x0ULL
-/* RW. VMID the queue's memory accesses use (0: kernel). */
+/* RW. VMID the queue's memory accesses use: 0 the kernel's (GMC apertures), 1..15 a process address space (VM_CONTEXT) for the ring, its IBs and every packet access. */
 #define VGPU_REG_HQD_VMID 0x4ULL
 /* RW. Ring GPU address (256-byte aligned), low 32 bits. */
 #define VGPU_REG_HQD_PQ_BASE_LO 0x8ULL
