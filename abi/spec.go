@@ -235,7 +235,7 @@ var Blocks = []Block{
 		Doc: "Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE.",
 		Registers: []Register{
 			{Name: "ACTIVE", Offset: 0x00, Access: RW, Doc: "Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs."},
-			{Name: "VMID", Offset: 0x04, Access: RW, Doc: "VMID the queue's memory accesses use (0: kernel)."},
+			{Name: "VMID", Offset: 0x04, Access: RW, Doc: "VMID the queue's memory accesses use: 0 the kernel's (GMC apertures), 1..15 a process address space (VM_CONTEXT) for the ring, its IBs and every packet access."},
 			{Name: "PQ_BASE_LO", Offset: 0x08, Access: RW, Doc: "Ring GPU address (256-byte aligned), low 32 bits."},
 			{Name: "PQ_BASE_HI", Offset: 0x0C, Access: RW},
 			{Name: "PQ_CONTROL", Offset: 0x10, Access: RW, Fields: []Field{
@@ -268,6 +268,7 @@ var Blocks = []Block{
 			{Name: "FENCES", Offset: 0x4C, Access: RO, Doc: "RELEASE_MEM fences written by this queue since it was started."},
 		},
 	},
+	vmBlock, vmContextBlock, vmInvalidateBlock,
 	{
 		Name: "CONFIG", Base: 0x8000, Size: 0x20,
 		Doc: "Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0).",
@@ -324,7 +325,7 @@ var baseGroups = []ConstGroup{
 	{Prefix: "ID_", Doc: "Identity values.", Consts: []Const{
 		{Name: "MAGIC_VALUE", Value: 0x55504756, Doc: "\"VGPU\" as bytes in memory order."},
 		{Name: "VERSION_MAJOR", Value: 1},
-		{Name: "VERSION_MINOR", Value: 1, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET."},
+		{Name: "VERSION_MINOR", Value: 2, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams)."},
 	}},
 	{Prefix: "SELFTEST_", Doc: "Self-test DMA status codes and bounds.", Consts: []Const{
 		{Name: "DMA_MAX_LEN", Value: 1 << 20, Doc: "Largest self-test transfer in bytes."},

@@ -23,6 +23,8 @@ func TestScenariosRun(t *testing.T) {
 		{DoorbellIRQ(bars.DoorbellTrap), 20},
 		{DoorbellIRQ(bars.DoorbellPoll), 20},
 		{PacketRate(), 1000},
+		{TranslateTLBHit(), 1000},
+		{TranslateWalk(), 1000},
 		{Copy(4 << 10), 3},
 		{Copy(64 << 10), 3},
 		{Copy(1 << 20), 3},

@@ -18,6 +18,7 @@ type CP struct {
 	mem                engine.Memory
 	regs               Registers
 	irq                engine.Interrupts
+	tlb                TLBInvalidator
 	limiter            *ratelog.Limiter // every log line
 	gpuClock, sysClock func() uint64
 	maxIB              int
@@ -45,12 +46,13 @@ type CP struct {
 	doorbells, doorbellMisses, wakes, checks atomic.Uint64
 	ibs, ignoredWrites                       atomic.Uint64
 	staleCallouts, yields, refusedActivation atomic.Uint64
+	retryWaits                               atomic.Uint64
 }
 
 // New returns a CP with every queue inactive.
 func New(cfg Config) *CP {
 	c := &CP{
-		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, limiter: cfg.Limiter,
+		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, tlb: cfg.TLB, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
 		quiet: make(chan struct{}, 1),
@@ -206,6 +208,8 @@ type Stats struct {
 	// RefusedActivations counts ACTIVE=1 writes ignored because MaxLivePerSlot goroutines
 	// of that slot were still alive (earlier activations stuck in a call out).
 	RefusedActivations uint64
+	// RetryWaits counts waits of queues on a retry fault (engine.Retrier) before a replay.
+	RetryWaits uint64
 	// EngineResetBusy is CP_ENGINE_RESET_STATUS; EngineResets is CP_ENGINE_RESETS.
 	EngineResetBusy, EngineResets uint32
 	// Draining is how many revoked activations are still inside a turn (a call out that
@@ -248,7 +252,7 @@ func (c *CP) Stats() Stats {
 		Doorbells: c.doorbells.Load(), DoorbellMisses: c.doorbellMisses.Load(),
 		Wakes: c.wakes.Load(), WaitChecks: c.checks.Load(), IBs: c.ibs.Load(),
 		IgnoredWrites: c.ignoredWrites.Load(),
-		StaleCallouts: c.staleCallouts.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
+		StaleCallouts: c.staleCallouts.Load(), RetryWaits: c.retryWaits.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
 		RefusedActivations: c.refusedActivation.Load(),
 	}
 	s.EngineResetBusy, s.EngineResets = c.engineStatus()

@@ -163,8 +163,11 @@
 //     32 or 64 bits (registers r and r+1).
 //   - INDIRECT_BUFFER: from the ring IB1, from IB1 IB2; deeper is CP_ERROR_IB_DEPTH. CHAIN
 //     replaces the current IB (a CHAIN in the ring itself is CP_ERROR_BAD_PACKET). Size 0 is
-//     an empty IB. IBs are fetched bypassing L2; their VMID field is ignored (kernel queues run
-//     everything in HQD_VMID). Each ring-level INDIRECT_BUFFER allows MaxIBExpansions IB
+//     an empty IB. IBs are fetched bypassing L2. Their VMID field counts only in a kernel
+//     stream (the ring of a VMID-0 queue, or a VMID-0 IB): a non-zero one runs the IB — its
+//     fetch (an engine.Fetch access in a process VMID), its packets' accesses and the IBs it
+//     starts — in that VMID; in a process stream it is ignored, so a process never leaves its
+//     address space. Each ring-level INDIRECT_BUFFER allows MaxIBExpansions IB
 //     starts (calls and chains at any level) before CP_ERROR_IB_LIMIT: a chain to itself ends
 //     instead of hanging, and a long run of well-formed submissions never trips it.
 //   - RELEASE_MEM (end of pipe; in-order execution makes everything before it complete): GL2
@@ -217,6 +220,14 @@
 // IB_DEPTH, IB_LIMIT → IH_SRC_CP_BAD_OPCODE. A Memory error that is (or wraps) an
 // engine.TranslationFaulter reporting true is CP_ERROR_TRANSLATION, any other CP_ERROR_MEMORY; a Registers error is
 // CP_ERROR_BAD_REGISTER. Other queues are not affected.
+//
+// A Memory error that is an engine.Retrier (a retry fault) is not a halt: the queue gives up
+// its turn, shows HQD_STATE_WAITING, waits for the Retrier's channel (or a dequeue request,
+// which ends the wait as errStop) and then replays the same access (a Copy from its start),
+// as often as it retry-faults (Stats.RetryWaits counts the waits). Packets of a process
+// stream (VMID 1..15) cannot reach registers (CP_ERROR_BAD_REGISTER), nor run
+// INVALIDATE_TLBS (CP_ERROR_BAD_PACKET). INVALIDATE_TLBS (DW1: DST_SEL, ALL_HUB, PASID,
+// FLUSH_TYPE; [28:21] reserved) calls Config.TLB.
 //
 // # Bounds
 //

@@ -66,22 +66,113 @@ func (q *queue) draining() bool { return q.gate.revoked.Load() && q.gate.infligh
 // The call outs. Each checks the gate first; memory and register errors come back as
 // faults carrying the address or register.
 
+// curVMID is the address space of the packet being executed: its stream's (the ring's
+// HQD_VMID, or the VMID an INDIRECT_BUFFER on a kernel stream named).
+func (q *queue) curVMID() int { return q.streams[q.level].vmid }
+
+// access describes a packet's data access.
+func (q *queue) access(bypass bool) engine.Access {
+	return engine.Access{VMID: q.streams[q.level].vmid, Slot: q.slot, Bypass: bypass, Client: q.client}
+}
+
+// ringAccess describes the queue's own accesses outside packets (the polled wptr, the rptr
+// report): the ring's address space, whatever IB is executing.
+func (q *queue) ringAccess() engine.Access {
+	return engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: true, Client: abi.VM_CID_CPF}
+}
+
 func (q *queue) read(bypass bool, va uint64, p []byte) error {
+	return q.readAs(q.access(bypass), va, p)
+}
+
+func (q *queue) readAs(a engine.Access, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.Read(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
-		return memFault(err, va)
+	if err := q.mem.Read(a, va, p); err != nil {
+		return q.memError(err, a, va, p, false)
+	}
+	return nil
+}
+
+// fetchRead reads command dwords of s (bypassing L2: command fetch is coherent). In a process
+// address space an IB fetch is an instruction fetch (PTE_EXECUTABLE); the ring is data.
+func (q *queue) fetchRead(s *stream, va uint64, p []byte) error {
+	if !q.open() {
+		return errRevoked
+	}
+	a := engine.Access{VMID: s.vmid, Slot: q.slot, Bypass: true, Client: abi.VM_CID_CPF}
+	if !s.ring && s.vmid != 0 {
+		a.Kind = engine.Fetch
+	}
+	if err := q.mem.Read(a, va, p); err != nil {
+		return q.memError(err, a, va, p, false)
 	}
 	return nil
 }
 
 func (q *queue) write(bypass bool, va uint64, p []byte) error {
+	return q.writeAs(q.access(bypass), va, p)
+}
+
+func (q *queue) writeAs(a engine.Access, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.Write(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, va, p); err != nil {
-		return memFault(err, va)
+	if err := q.mem.Write(a, va, p); err != nil {
+		return q.memError(err, a, va, p, true)
+	}
+	return nil
+}
+
+// memError handles a failed memory call out: a retry fault (engine.Retrier) parks the queue
+// until the driver resolves it and then replays the access — as often as it faults again —
+// and a dequeue or reset ends the wait (errStop); any other error is a halt. (No closure for
+// the replay: captured arguments would move to the heap on the hot path's every call.)
+func (q *queue) memError(err error, a engine.Access, va uint64, p []byte, write bool) error {
+	for {
+		var r engine.Retrier
+		if !errors.As(err, &r) {
+			return memFault(err, va)
+		}
+		if err := q.retryWait(r.RetryReady()); err != nil {
+			return err
+		}
+		if !q.open() {
+			return errRevoked
+		}
+		if write {
+			err = q.mem.Write(a, va, p)
+		} else {
+			err = q.mem.Read(a, va, p)
+		}
+		if err == nil {
+			return nil
+		}
+	}
+}
+
+// retryWait waits, holding no execution turn (like a parked WAIT_REG_MEM), until ready is
+// closed or a dequeue is requested; then it takes a turn again.
+func (q *queue) retryWait(ready <-chan struct{}) error {
+	q.rptr.Store(q.streams[0].pos)
+	q.flushCount()
+	prev := q.state.Swap(abi.HQD_STATE_WAITING) // WAITING already inside a WAIT_REG_MEM's poll
+	q.c.retryWaits.Add(1)
+	defer q.state.CompareAndSwap(abi.HQD_STATE_WAITING, prev)
+	q.endTurn()
+	for done := false; !done; {
+		select {
+		case <-ready:
+			done = true
+		case <-q.wake: // a kick, a memory write, or a dequeue request
+		}
+		if q.stopReq.Load() != 0 {
+			return errStop
+		}
+	}
+	if !q.takeTurn(stopOnDequeue) {
+		return errStop
 	}
 	return nil
 }
@@ -92,7 +183,22 @@ func (q *queue) copyVia(c engine.Copier, bypass bool, dst, src, n uint64) error 
 	if !q.open() {
 		return errRevoked
 	}
-	if err := c.Copy(engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: bypass}, dst, src, n); err != nil {
+	a := q.access(bypass)
+	err := c.Copy(a, dst, src, n)
+	for err != nil {
+		var r engine.Retrier
+		if !errors.As(err, &r) {
+			break
+		}
+		if err := q.retryWait(r.RetryReady()); err != nil {
+			return err
+		}
+		if !q.open() {
+			return errRevoked
+		}
+		err = c.Copy(a, dst, src, n) // the whole copy again: it is idempotent
+	}
+	if err != nil {
 		va := src
 		var at engine.FaultAddresser
 		if errors.As(err, &at) {
@@ -107,7 +213,7 @@ func (q *queue) cacheOp(op engine.CacheOp, va, size uint64) error {
 	if !q.open() {
 		return errRevoked
 	}
-	if err := q.mem.CacheOp(engine.Access{VMID: q.vmid, Slot: q.slot}, op, va, size); err != nil {
+	if err := q.mem.CacheOp(q.access(false), op, va, size); err != nil {
 		return memFault(err, va)
 	}
 	return nil
@@ -121,9 +227,16 @@ func (q *queue) fenceCheck(va uint64) error {
 	return nil
 }
 
+// errProcessRegister refuses register access by packets of a process address space: the
+// register BAR holds every queue's and every context's state.
+var errProcessRegister = errors.New("register access from a process address space (VMID 1..15)")
+
 func (q *queue) writeReg(r, v uint32) error {
 	if !q.open() {
 		return errRevoked
+	}
+	if q.curVMID() != 0 {
+		return badRegister("register write refused", errProcessRegister)
 	}
 	if err := q.c.regs.WriteReg(r, v); err != nil {
 		return badRegister("register write refused", err)
@@ -134,6 +247,9 @@ func (q *queue) writeReg(r, v uint32) error {
 func (q *queue) readReg(r uint32) (uint32, error) {
 	if !q.open() {
 		return 0, errRevoked
+	}
+	if q.curVMID() != 0 {
+		return 0, badRegister("register read refused", errProcessRegister)
 	}
 	v, err := q.c.regs.ReadReg(r)
 	if err != nil {

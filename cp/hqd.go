@@ -197,7 +197,7 @@ func (h *hqd) activate() {
 	}
 	qs := h.control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
 	q := &queue{
-		c: c, h: h, mem: c.mem, slot: h.slot, ringID: RingID(h.slot), vmid: int(h.vmid),
+		c: c, h: h, mem: c.mem, slot: h.slot, ringID: RingID(h.slot), vmid: int(h.vmid), client: abi.VM_CID_CPC,
 		base:         uint64(h.baseHi)<<32 | uint64(h.baseLo),
 		size:         uint64(1) << (min(qs, maxQueueSizeField) + 1),
 		reportAddr:   uint64(h.reportHi)<<32 | uint64(h.reportLo),
@@ -209,6 +209,9 @@ func (h *hqd) activate() {
 		wake:         make(chan struct{}, 1),
 		grant:        make(chan struct{}, 1),
 		done:         make(chan struct{}),
+	}
+	if h.slot == 0 {
+		q.client = abi.VM_CID_CPG
 	}
 	q.pollInterval = time.Duration(h.pollCntl&abi.REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US_MASK>>abi.REG_HQD_PQ_WPTR_POLL_CNTL__INTERVAL_US__SHIFT) * time.Microsecond
 	if q.pollInterval == 0 {

@@ -88,6 +88,8 @@ func (q *queue) exec(op, hdr uint32, p []byte) error {
 		return wantCount(count, 0)
 	case abi.PM4_IT_DMA_DATA:
 		return q.dmaData(count, p)
+	case abi.PM4_IT_INVALIDATE_TLBS:
+		return q.invalidateTLBs(count, p)
 	case abi.PM4_IT_DISPATCH_DIRECT:
 		return q.dispatchDirect(count, p)
 	case abi.PM4_IT_PFP_SYNC_ME:
@@ -282,7 +284,10 @@ func (q *queue) copyData(count uint32, p []byte) error {
 
 // indirectBuffer is INDIRECT_BUFFER: from the ring it starts IB1, from IB1 an IB2; CHAIN
 // replaces the current IB (an IB1 chain continues the ring after the IB1 ends). The IB's
-// VMID field is ignored: kernel queues run everything in the queue's VMID.
+// VMID field is honoured only in a kernel stream (VMID 0): it runs the IB — fetch and every
+// access of its packets, and the IBs it starts — in that process address space, as amdgpu
+// submits a process's IB on a kernel ring. A process stream's IBs stay in its VMID whatever
+// the field says (a process cannot leave its address space).
 func (q *queue) indirectBuffer(count uint32, p []byte) error {
 	if err := wantCount(count, 2); err != nil {
 		return err
@@ -315,8 +320,12 @@ func (q *queue) indirectBuffer(count uint32, p []byte) error {
 	if q.ibCount > q.c.maxIB {
 		return &fault{code: abi.CP_ERROR_IB_LIMIT, why: "too many INDIRECT_BUFFER starts for one submission"}
 	}
+	vmid := q.curVMID()
+	if vmid == 0 {
+		vmid = int(ctl & abi.PM4_IB_VMID_MASK >> abi.PM4_IB_VMID__SHIFT)
+	}
 	s := &q.streams[level]
-	s.base, s.size, s.ring, s.pos, s.end, s.bufN = base, size, false, 0, size, 0
+	s.base, s.size, s.ring, s.pos, s.end, s.bufN, s.vmid = base, size, false, 0, size, 0, vmid
 	q.level = level
 	return nil
 }
@@ -396,7 +405,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 	}
 	if intSel != releaseIntNone {
 		return q.push(engine.IV{
-			Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.vmid),
+			Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.curVMID()),
 			Data: [4]uint32{dw(p, 7)},
 		})
 	}
@@ -707,3 +716,31 @@ func (q *queue) dispatchDirect(count uint32, p []byte) error {
 	}
 	return q.endless()
 }
+
+// invalidateTLBs is INVALIDATE_TLBS: invalidate every process VMID whose PASID table entry
+// holds DW1's PASID. It is privileged: refused in a process address space.
+func (q *queue) invalidateTLBs(count uint32, p []byte) error {
+	if err := wantCount(count, 0); err != nil {
+		return err
+	}
+	if q.curVMID() != 0 {
+		return badPacket("INVALIDATE_TLBS from a process address space (privileged)")
+	}
+	if !q.open() {
+		return errRevoked
+	}
+	if q.c.tlb == nil {
+		return badOpcode("INVALIDATE_TLBS without a GPUVM")
+	}
+	d1 := dw(p, 1)
+	if d1&invalidateTLBsReserved != 0 {
+		return reserved("INVALIDATE_TLBS DW1 [28:21]")
+	}
+	q.c.tlb.InvalidatePASID(uint16(field(d1, abi.PM4_INVALIDATE_TLBS_PASID_MASK, abi.PM4_INVALIDATE_TLBS_PASID__SHIFT)),
+		d1&abi.PM4_INVALIDATE_TLBS_ALL_HUB_MASK != 0,
+		uint8(field(d1, abi.PM4_INVALIDATE_TLBS_FLUSH_TYPE_MASK, abi.PM4_INVALIDATE_TLBS_FLUSH_TYPE__SHIFT)))
+	return nil
+}
+
+const invalidateTLBsReserved = ^uint32(abi.PM4_INVALIDATE_TLBS_DST_SEL_MASK | abi.PM4_INVALIDATE_TLBS_ALL_HUB_MASK |
+	abi.PM4_INVALIDATE_TLBS_PASID_MASK | abi.PM4_INVALIDATE_TLBS_FLUSH_TYPE_MASK)

@@ -22,7 +22,8 @@ type queue struct {
 	mem    engine.Memory
 	slot   int
 	ringID uint8
-	vmid   int
+	vmid   int   // HQD_VMID: the ring's address space
+	client uint8 // memory client of packet data accesses (abi.VM_CID_CPG / CPC)
 
 	// Configuration snapshot taken at activation (immutable).
 	base, size   uint64 // ring GPU address, ring size in dwords (a power of two)
@@ -82,6 +83,7 @@ type queue struct {
 type stream struct {
 	base, size uint64
 	ring       bool
+	vmid       int    // the address space the stream is fetched from and its packets access
 	pos, end   uint64 // next dword to execute; ring: wptr of the batch, IB: its size
 
 	buf    []byte // fetched dwords [bufPos, bufPos+bufN)
@@ -139,13 +141,13 @@ func (q *queue) run() {
 	q.timer = time.NewTimer(time.Hour)
 	q.timer.Stop()
 	ring := &q.streams[0]
-	*ring = stream{base: q.base, size: q.size, ring: true}
+	*ring = stream{base: q.base, size: q.size, ring: true, vmid: q.vmid}
 	for {
 		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
 			return
 		}
 		if q.pollEn {
-			if err := q.read(true, q.pollAddr, q.pollBuf[:]); err != nil {
+			if err := q.readAs(q.ringAccess(), q.pollAddr, q.pollBuf[:]); err != nil {
 				q.halt(err, q.pollAddr, 0)
 				return
 			}
@@ -207,7 +209,7 @@ func (q *queue) endBatch() bool {
 		return true
 	}
 	binary.LittleEndian.PutUint32(q.rptrBuf[:], uint32(pos&(q.size-1)))
-	if err := q.write(true, q.reportAddr, q.rptrBuf[:]); err != nil {
+	if err := q.writeAs(q.ringAccess(), q.reportAddr, q.rptrBuf[:]); err != nil {
 		q.halt(err, q.reportAddr, 0)
 		return false
 	}
@@ -381,17 +383,17 @@ func (q *queue) fetch(s *stream, pos, n uint64) ([]byte, error) {
 	if s.ring {
 		off := pos & (s.size - 1)
 		first := min(s.size-off, want)
-		if err := q.read(true, s.base+off*4, b[:first*4]); err != nil {
+		if err := q.fetchRead(s, s.base+off*4, b[:first*4]); err != nil {
 			return nil, err
 		}
 		if first < want {
-			if err := q.read(true, s.base, b[first*4:]); err != nil {
+			if err := q.fetchRead(s, s.base, b[first*4:]); err != nil {
 				return nil, err
 			}
 		}
 		// Publish progress now and then during long batches.
 		q.rptr.Store(q.streams[0].pos)
-	} else if err := q.read(true, s.base+pos*4, b); err != nil {
+	} else if err := q.fetchRead(s, s.base+pos*4, b); err != nil {
 		return nil, err
 	}
 	s.bufPos, s.bufN = pos, want
@@ -527,7 +529,7 @@ func (q *queue) report(f *fault, addr uint64, info uint32) {
 	}
 	q.c.limiter.Warn(logKeyHalt, "cp: queue halted", attrs...)
 	_ = q.push(engine.IV{
-		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.vmid),
+		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.curVMID()),
 		Data: [4]uint32{f.code, uint32(addr), uint32(addr >> 32), info},
 	})
 }

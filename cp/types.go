@@ -21,7 +21,9 @@ type Config struct {
 	Memory     engine.Memory // an engine.Copier too gives DMA_DATA and kernels one-copy moves
 	Registers  Registers
 	Interrupts engine.Interrupts
-	Log        *slog.Logger // nil: discard
+	// TLB runs the INVALIDATE_TLBS packet (gpuvm.VM); nil: the packet is refused.
+	TLB TLBInvalidator
+	Log *slog.Logger // nil: discard
 	// Limiter rate-limits every log line a guest can trigger (halts, ignored writes, queues
 	// that do not stop). nil: a limiter with ratelog's defaults writing to Log.
 	Limiter *ratelog.Limiter
@@ -119,3 +121,9 @@ const (
 	minQuiescePoll = 20 * time.Microsecond
 	maxQuiescePoll = time.Millisecond
 )
+
+// TLBInvalidator invalidates the TLBs of every process VMID whose PASID table entry holds
+// pasid (the INVALIDATE_TLBS packet) and returns those VMIDs.
+type TLBInvalidator interface {
+	InvalidatePASID(pasid uint16, allHub bool, flushType uint8) uint32
+}

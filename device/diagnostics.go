@@ -190,6 +190,15 @@ func (g gpuDiagnostics) render(r *report) {
 	r.line("memory access errors", "%d", m.AccessErrors)
 	r.line("TLB", "%d hits, %d misses, %d flushes, %d entries now", m.TLBHits, m.TLBMisses, m.TLBFlushes, m.TLBEntries)
 
+	v := g.VM
+	r.section("gpuvm (VMIDs 1-15)")
+	r.line("TLB", "%d hits, %d walks (%d from a cached PDE), %d table reads, %d entries now",
+		v.TLBHits, v.TLBMisses, v.PDECacheHits, v.TableReads, v.TLBEntries)
+	r.line("no-retry faults", "%d (%d to the default page), %d PRT accesses", v.Faults, v.DefaultPage, v.PRT)
+	r.line("retry faults", "%d IVs, %d waits (%d for a full CAM), %d acks of free entries",
+		v.RetryIVs, v.RetryWaits, v.CAMFullWaits, v.BogusAcks)
+	r.line("invalidations", "%d per VMID; strict: %d stale uses", v.Invalidations, v.StaleUses)
+
 	l := g.L2
 	r.section("l2 (GPU cache)")
 	r.line("lines", "%d of %d resident, %d dirty", l.Lines, l.Capacity, l.DirtyLines)

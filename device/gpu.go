@@ -9,6 +9,7 @@ import (
 	"vgpu/dma"
 	"vgpu/engine"
 	"vgpu/gpummu"
+	"vgpu/gpuvm"
 	"vgpu/irq"
 	"vgpu/l2"
 )
@@ -19,6 +20,7 @@ import (
 type gpu struct {
 	cache *l2.Cache
 	mmu   *gpummu.MMU
+	vm    *gpuvm.VM // VMIDs 1..15, and the AMD-format fault latch of all VMIDs
 	ih    *irq.IH
 	cp    *cp.CP
 	hdp   hdp
@@ -33,12 +35,19 @@ func (d *Device) newGPU() {
 	g.cache.SetLimiter(d.rl)
 	g.mmu = gpummu.New(g.cache, back, d.cfg.VRAMSize, d.log.With("part", "gpummu"))
 	g.mmu.SetLimiter(d.rl)
+	g.vm = gpuvm.New(gpuvm.Config{Tables: tableReader{back}, VRAMSize: d.cfg.VRAMSize,
+		Log: d.log.With("part", "gpuvm"), Limiter: d.rl})
+	g.mmu.SetVM(g.vm)
 	g.ih = irq.NewIH(ihMemory{g.mmu}, d.raiseVector, d.log.With("part", "ih"))
 	g.ih.SetLimiter(d.rl)
+	g.vm.SetIVSink(g.ih.Push)
+	// An invalidation engine's VMID-0 bit drops the GART translations, as GMC_VM_INVALIDATE.
+	g.vm.SetVMID0Flush(func() { g.mmu.WriteReg(abi.REG_GMC_VM_INVALIDATE-abi.BLOCK_GMC_BASE, 1) })
 	g.cp = cp.New(cp.Config{
 		Memory:     g.mmu,
 		Registers:  registerPort{d},
-		Interrupts: g.ih,
+		Interrupts: interruptPort{g},
+		TLB:        g.vm,
 		Log:        d.log.With("part", "cp"),
 		Limiter:    d.rl,
 	})
@@ -49,6 +58,7 @@ func (d *Device) newGPU() {
 // reset returns the core to power-on state: engines first, then what they use.
 func (g *gpu) reset() {
 	g.cp.Reset()
+	g.vm.Reset() // releases waiting retry faults: their (revoked) queues stop
 	g.ih.Reset()
 	g.mmu.Reset()
 	g.cache.Reset()
@@ -237,6 +247,25 @@ func (m ihMemory) Write(va uint64, p []byte) error {
 	return m.mmu.Write(engine.Access{Bypass: true, Slot: -1}, va, p)
 }
 
+// tableReader is gpuvm's path to page tables: straight to memory, never through the L2 (the
+// CPU writes them), like gpummu's GART entries.
+type tableReader struct{ b physBacking }
+
+func (r tableReader) ReadPTE(pa engine.PhysAddr, p []byte) error {
+	return r.b.ReadPhys(pa.Domain, pa.Addr, p)
+}
+
+// interruptPort is the CP's Interrupts: the IH, with the PASID of the IV's VMID filled in
+// from the VM block's PASID table (the CP knows VMIDs, not processes).
+type interruptPort struct{ g *gpu }
+
+func (p interruptPort) Push(iv engine.IV) {
+	if iv.PASID == 0 {
+		iv.PASID = p.g.vm.PASID(int(iv.VMID))
+	}
+	p.g.ih.Push(iv)
+}
+
 // errNotForPackets refuses a packet's access to a register it may not touch.
 var errNotForPackets = errors.New("register not reachable by packets")
 
@@ -297,6 +326,23 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 				g.cp.WriteHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE, v)
 			},
 		},
+		"VM": {Read: g.vm.ReadReg, Write: g.vm.WriteReg},
+		"VM_CONTEXT": {
+			Read: func(off uint32) uint32 {
+				return g.vm.ReadContext(int(off/abi.BLOCK_VM_CONTEXT_STRIDE), off%abi.BLOCK_VM_CONTEXT_STRIDE)
+			},
+			Write: func(off, v uint32) {
+				g.vm.WriteContext(int(off/abi.BLOCK_VM_CONTEXT_STRIDE), off%abi.BLOCK_VM_CONTEXT_STRIDE, v)
+			},
+		},
+		"VM_INV_ENG": {
+			Read: func(off uint32) uint32 {
+				return g.vm.ReadEngine(int(off/abi.BLOCK_VM_INV_ENG_STRIDE), off%abi.BLOCK_VM_INV_ENG_STRIDE)
+			},
+			Write: func(off, v uint32) {
+				g.vm.WriteEngine(int(off/abi.BLOCK_VM_INV_ENG_STRIDE), off%abi.BLOCK_VM_INV_ENG_STRIDE, v)
+			},
+		},
 		"HDP":    {Read: g.hdp.read, Write: g.hdp.write},
 		"CONFIG": storage(&g.config),
 	}
@@ -306,12 +352,13 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 type gpuDiagnostics struct {
 	CP  cp.Stats
 	MMU gpummu.Stats
+	VM  gpuvm.Stats
 	L2  l2.Stats
 	IH  irq.IHStats
 }
 
 func (g *gpu) diagnostics() gpuDiagnostics {
-	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats()}
+	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), VM: g.vm.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats()}
 }
 
 var (

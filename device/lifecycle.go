@@ -55,6 +55,7 @@ const (
 func (d *Device) stopEngines(ev lifecycleEvent) {
 	d.mem.SetBusMaster(false)
 	d.gpu.cp.Reset()
+	d.gpu.vm.DropRetryFaults() // their queues were just revoked: free the CAM for the next client
 	d.selftest.reset()
 	d.gpu.ih.Reset()
 	d.gpu.cache.StopMaintenance()

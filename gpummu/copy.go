@@ -42,6 +42,9 @@ func (m *MMU) Copy(a engine.Access, dst, src, n uint64) error {
 }
 
 func (m *MMU) copy(a engine.Access, dst, src, n uint64) (written bool, err error) {
+	if m.inVM(a) {
+		return m.copyVM(a, dst, src, n)
+	}
 	for n > 0 {
 		sx, sn, reason := m.translateRun(a, src, n, false)
 		if reason != abi.VM_FAULT_NONE {

@@ -16,7 +16,13 @@
 //     must be set. Where the apertures overlap the frame buffer wins. END < START means no GART
 //     aperture; one larger than MaxGARTPages is cut to that size.
 //
-// Only VMID 0 has apertures: an access naming another VMID faults (VM_FAULT_OUTSIDE).
+// Only VMID 0 has apertures. VMIDs 1..15 are process address spaces translated by package
+// gpuvm (SetVM): each page-table translation is then accessed like a VMID-0 page (through the
+// L2 unless Bypass or MTYPE_UC; PRT and default-page translations read zeros or the default
+// page and drop writes), and gpuvm's *Fault and *RetryFault errors are returned as they are.
+// Without SetVM an access naming another VMID faults (VM_FAULT_OUTSIDE). VMID 0's
+// translation faults are also reported to gpuvm (ReportFault: the AMD-format latch and the
+// VM-fault IV), except those of accesses without a queue slot (the IH's own ring writes).
 //
 // # Data flow
 //

@@ -7,6 +7,7 @@ import (
 	"vgpu/engine"
 
 	"vgpu/abi"
+	"vgpu/gpuvm"
 	"vgpu/l2"
 )
 
@@ -46,6 +47,9 @@ func FuzzGART(f *testing.F) {
 	f.Add(fuzzSeed([7]byte{0, 0x01, 0, 16, 1, 2, 0}, nil, ops))      // GART at the frame buffer, no VRAM
 	f.Add(fuzzSeed([7]byte{3, 0x31, 0xFF, 0xFF, 1, 3, 0}, nil, ops)) // near 2^48, PDE invalid
 	f.Add(fuzzSeed([7]byte{3, 0x03, 0x40, 0x00, 0, 0, 0}, nil, ops)) // GART disabled
+	vmOps := append([][4]byte{{0, 0xF1, 0xFF, 1}, {1, 0x09, 0xFF, 2}, {2, 0x05, 0xFF, 3}, {0, 0x12, 0xFF, 15}}, ops...)
+	f.Add(fuzzSeed([7]byte{0x43, 0x03, 0, 32, 0x21, 0, 0}, nil, vmOps))                                  // VMIDs 1..15 through gpuvm
+	f.Add(fuzzSeed([7]byte{0x42, 0x02, 0, 4, 0xFF, 1, 2}, [][8]byte{{0x63, 0x10}, {0x00, 0x20}}, vmOps)) // retry and default-page policies
 	f.Fuzz(func(t *testing.T, data []byte) {
 		at := func(i int) byte {
 			if i < len(data) {
@@ -58,6 +62,11 @@ func FuzzGART(f *testing.F) {
 		cache := l2.NewSize(mem, 8, nil)
 		cache.SetStrict(at(0)&0x80 != 0)
 		m := New(cache, mem, vramSize, nil)
+		var vm *gpuvm.VM
+		if at(0)&0x40 != 0 { // VMIDs 1..15 through gpuvm: flat (depth 0) contexts over the GART table
+			vm = gpuvm.New(gpuvm.Config{Tables: tableReader{mem}, VRAMSize: vramSize})
+			m.SetVM(vm)
+		}
 		reg := func(r uint32, v uint32) { m.WriteReg(r-abi.BLOCK_GMC_BASE, v) }
 		set64 := func(lo, hi uint32, v uint64) { reg(lo, uint32(v)); reg(hi, uint32(v>>32)) }
 
@@ -78,6 +87,19 @@ func FuzzGART(f *testing.F) {
 		set64(abi.REG_GMC_GART_END_LO, abi.REG_GMC_GART_END_HI, start+pages*PageSize-1)
 		set64(abi.REG_GMC_GART_TABLE_LO, abi.REG_GMC_GART_TABLE_HI, pde)
 		reg(abi.REG_GMC_GART_CNTL, uint32(at(4)))
+		if vm != nil {
+			for id := 1; id < gpuvm.NumVMIDs; id++ {
+				ctx := func(r, v uint32) { vm.WriteContext(id, r, v) }
+				ctx(abi.REG_VM_CONTEXT_PAGE_TABLE_BASE_LO, uint32(pde))
+				ctx(abi.REG_VM_CONTEXT_START_LO, uint32(start>>12))
+				ctx(abi.REG_VM_CONTEXT_START_HI, uint32(start>>44))
+				end := (start + pages*PageSize - 1) >> 12
+				ctx(abi.REG_VM_CONTEXT_END_LO, uint32(end))
+				ctx(abi.REG_VM_CONTEXT_END_HI, uint32(end>>32))
+				ctx(abi.REG_VM_CONTEXT_CNTL, abi.REG_VM_CONTEXT_CNTL__ENABLE_CONTEXT_MASK|
+					uint32(at(4))<<7&0x7FFF80) // retry and policy bits from the input
+			}
+		}
 
 		// Entries: at(6) of them from the input (raw, but with the top bit clear the address
 		// is pulled into memory); the rest valid, readable and writeable, alternating system
@@ -118,6 +140,17 @@ func FuzzGART(f *testing.F) {
 			}
 			var fault *Fault
 			var ae *AccessError
+			var vf *gpuvm.Fault
+			var rf *gpuvm.RetryFault
+			if errors.As(err, &rf) {
+				return // waits for the driver; nothing latched
+			}
+			if errors.As(err, &vf) {
+				if vm.ReadReg(abi.REG_VM_FAULT_STATUS-abi.BLOCK_VM_BASE) == 0 {
+					t.Fatalf("op %d: gpuvm fault %v not latched", op, err)
+				}
+				return
+			}
 			switch {
 			case errors.As(err, &fault):
 				if fault.Reason == abi.VM_FAULT_NONE || fault.Reason > abi.VM_FAULT_GART_DISABLED || fault.Reason == abi.VM_FAULT_BACKING {
@@ -193,4 +226,11 @@ func fuzzSeed(cfg [7]byte, entries [][8]byte, ops [][4]byte) []byte {
 		out = append(out, o[:]...)
 	}
 	return out
+}
+
+// tableReader is gpuvm's view of the fuzz memory: page-table reads straight from it.
+type tableReader struct{ m *memBacking }
+
+func (r tableReader) ReadPTE(pa engine.PhysAddr, p []byte) error {
+	return r.m.ReadPhys(pa.Domain, pa.Addr, p)
 }

@@ -9,6 +9,7 @@ import (
 	"vgpu/engine"
 
 	"vgpu/abi"
+	"vgpu/gpuvm"
 	"vgpu/l2"
 	"vgpu/ratelog"
 )
@@ -54,6 +55,7 @@ type MMU struct {
 	vramSize uint64
 	log      *slog.Logger
 	onWrite  atomic.Pointer[func()]
+	vm       *gpuvm.VM // VMIDs 1..15 (nil: they fault); set before use
 
 	mu          sync.Mutex // registers, decoded GART, TLB fills and flushes, fault latch; never held across memory
 	regs        gartRegs
@@ -158,6 +160,9 @@ func (m *MMU) Write(a engine.Access, va uint64, p []byte) error {
 }
 
 func (m *MMU) access(a engine.Access, va uint64, p []byte, write bool) (int, error) {
+	if m.inVM(a) {
+		return m.accessVM(a, va, p, write)
+	}
 	done := 0
 	for len(p) > 0 {
 		n := min(uint64(len(p)), PageSize-va&pageMask)
@@ -285,6 +290,7 @@ func (m *MMU) readPTE(g gart, page uint64) (uint64, uint32) {
 func (m *MMU) fault(a engine.Access, va uint64, write bool, reason uint32) error {
 	m.stats.faults.Add(1)
 	m.latch(a, va, write, reason, nil)
+	m.reportVM(a, va, write, reason)
 	return &Fault{VA: va, VMID: a.VMID, Slot: a.Slot, Write: write, Reason: reason}
 }
 
@@ -350,6 +356,9 @@ func (m *MMU) cacheOp(a engine.Access, op l2.Op, va, size uint64) error {
 	}
 	if size == 0 || size == engine.CacheAll {
 		return m.apply(a, op, nil, va)
+	}
+	if m.inVM(a) {
+		return m.cacheOpVM(a, op, va, size)
 	}
 	if va >= vaLimit || a.VMID != 0 {
 		return nil

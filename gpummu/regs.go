@@ -104,6 +104,9 @@ func (m *MMU) writeRegLocked(off uint32, v uint32) bool {
 	case regVMInvalidate:
 		if mask := v & (1<<NumVMIDs - 1); mask != 0 {
 			m.flushTLBs(mask)
+			if m.vm != nil && mask&^1 != 0 {
+				m.vm.InvalidateVMIDs(mask &^ 1) // gpuvm takes only its own locks
+			}
 		}
 		return false
 	default:

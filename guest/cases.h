@@ -33,4 +33,19 @@ enum vt_res t_hang_queue_reset(struct vt_case *t);
 enum vt_res t_hang_engine_reset(struct vt_case *t);
 enum vt_res t_hang_flr(struct vt_case *t);
 
+/* t_vm.c */
+enum vt_res t_vm_isolation(struct vt_case *t);
+enum vt_res t_huge_pages(struct vt_case *t);
+enum vt_res t_permission(struct vt_case *t);
+enum vt_res t_no_retry(struct vt_case *t);
+enum vt_res t_prt(struct vt_case *t);
+
+/* t_tlb.c */
+enum vt_res t_stale_tlb(struct vt_case *t);
+enum vt_res t_invalidate_packet(struct vt_case *t);
+
+/* t_retry.c */
+enum vt_res t_retry_fault(struct vt_case *t);
+enum vt_res t_fault_storm(struct vt_case *t);
+
 #endif /* VT_CASES_H */

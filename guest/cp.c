@@ -306,6 +306,13 @@ void vgpu_cp_stop(struct vgpu *vg)
 			vgpu_hqd_stop(NULL, cp, s);
 	}
 	vgpu_ih_disable(cp);
+	/* No retry fault is handled any more: nothing may touch the tables or the CAM. */
+	cancel_work_sync(&cp->ih.soft.work);
+	/* A process address space a case left behind walks no table that is about to be freed. */
+	for (s = 1; s < VGPU_VM_CONTEXTS; s++) {
+		if (cp->vms[s])
+			vgpu_wr(vg, VGPU_VM_CONTEXT_REG(s, VGPU_REG_VM_CONTEXT_CNTL), 0);
+	}
 	vgpu_wr(vg, VGPU_REG_IH_RB_CNTL, 0);
 	vgpu_wr(vg, VGPU_REG_L2_CNTL, 0);
 	vgpu_l2_flush(NULL, cp);

@@ -25,6 +25,7 @@
 #include <linux/list.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 #include "ktap.h"
 #include "pm4.h"
@@ -78,9 +79,47 @@ struct vgpu_ih_slot {
 	const __le32 *fence;	/* the ring's fence dword, sampled on every EOP IV */
 	u32 fence_seen;		/* the last sample */
 	u32 fence_backwards;	/* samples lower than the one before */
+	u32 eop_proc;		/* EOP IVs of work in a process VMID (not counted in eop) */
+	u32 eop_proc_ctxid;	/* ... the last one's DW4, VMID and PASID */
+	u8 eop_proc_vmid;
+	u16 eop_proc_pasid;
 	u32 err;		/* CP error IVs (bad opcode, reserved bits, GPF) */
 	u32 err_src;		/* source and data of the last one */
 	u32 err_data[4];
+};
+
+/* One VM-fault IV as gmc_v11_0_process_interrupt decodes it. */
+struct vgpu_vm_fault {
+	u64 addr;		/* DW4 << 12 | (DW5 & 0xF) << 44 */
+	u32 status;		/* DW7: the fault's VM_FAULT_STATUS word */
+	u32 flags;		/* DW5 (VM_IV_DW5_*: EXE, WRITE, READ, RETRY) */
+	u32 cam;		/* DW6 CAM index (retry faults) */
+	u16 pasid;		/* DW3 */
+	u8 vmid;		/* DW0 */
+	ktime_t time;		/* when the handler decoded it */
+};
+
+/* The VM-fault IVs of one VMID; written under ih.lock. */
+struct vgpu_ih_vmid {
+	u32 faults;		/* VM-fault IVs */
+	u32 retry;		/* ... with RETRY */
+	u32 cam_busy;		/* retry IVs whose CAM index was still unacknowledged */
+	u32 cam_dup_page;	/* retry IVs for a page with an unacknowledged CAM entry */
+	struct vgpu_vm_fault first, last;
+};
+
+/* Retry faults delegated to process context (amdgpu's soft IH ring). */
+#define VT_IH_SOFT_ENTRIES	256
+
+struct vgpu_ih_soft {
+	struct vgpu_vm_fault e[VT_IH_SOFT_ENTRIES];
+	u32 head, tail;		/* free-running; under ih.lock */
+	u32 dropped;		/* the ring was full: a fault nobody will acknowledge */
+	u32 max_queued;
+	DECLARE_BITMAP(cam_out, VGPU_VM_RETRY_CAM_ENTRIES);	/* IV seen, not yet acked */
+	u64 cam_page[VGPU_VM_RETRY_CAM_ENTRIES];		/* ... for this page */
+	u8 cam_vmid[VGPU_VM_RETRY_CAM_ENTRIES];			/* ... of this VMID */
+	struct work_struct work;
 };
 
 struct vgpu_ih {
@@ -96,10 +135,14 @@ struct vgpu_ih {
 	u32 overflows;		/* RB_OVERFLOW seen: entries were lost */
 	u32 unknown;		/* IVs from no known client/source/ring */
 	u32 unknown_dw0;
-	u32 vm_faults;
-	u32 vm_fault_data[2];
+	u32 vm_faults;		/* VM-fault IVs of every VMID */
+	u32 vm_bad_cam;		/* retry IVs with a CAM index beyond the CAM */
+	struct vgpu_ih_vmid vm[VGPU_VM_CONTEXTS];
+	struct vgpu_ih_soft soft;
 	struct vgpu_ih_slot slot[VGPU_BLOCK_HQD_COUNT];
 };
+
+struct vgpu_vm;
 
 struct vgpu_ring {
 	struct vgpu_cp *cp;
@@ -137,6 +180,8 @@ struct vgpu_cp {
 	struct vgpu_bo *wb;
 	struct vgpu_ih ih;
 	struct vgpu_ring *rings[VGPU_BLOCK_HQD_COUNT];
+	struct vgpu_vm *vms[VGPU_VM_CONTEXTS];	/* process address spaces, by VMID (vm.c) */
+	u32 vm_orphans;		/* retry faults of no VM we know (acknowledged anyway) */
 	bool wedged;		/* a queue did not stop: its memory must never be freed */
 };
 
@@ -189,6 +234,10 @@ int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp);
 void vgpu_ih_hw_init(struct vgpu_cp *cp);
 void vgpu_ih_disable(struct vgpu_cp *cp);
 void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot *out);
+void vgpu_ih_vmid_get(struct vgpu_cp *cp, unsigned int vmid, struct vgpu_ih_vmid *out);
+void vgpu_ih_vmid_reset(struct vgpu_cp *cp, unsigned int vmid);
+void vgpu_ih_cam_acked(struct vgpu_cp *cp, u32 cam);
+void vgpu_ih_soft_flush(struct vgpu_cp *cp);
 
 /* ---- ring.c: HQD rings, submission, fences ---- */
 

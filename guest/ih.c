@@ -13,6 +13,7 @@
 #include <linux/string.h>
 
 #include "cp.h"
+#include "vm.h"
 
 /* The HQD slot a CP ring id names, or -1. */
 static int vgpu_ring_id_slot(struct vgpu_cp *cp, u32 ring_id)
@@ -39,6 +40,79 @@ u32 vgpu_slot_ring_id(struct vgpu_cp *cp, unsigned int slot)
 	       FIELD_PREP(VGPU_IH_RING_ID_QUEUE_MASK, (slot - 1) % cp->qpp);
 }
 
+/*
+ * A VM-fault IV, decoded as gmc_v11_0_process_interrupt does, recorded per VMID. A retry fault
+ * is delegated to the soft ring's work item (amdgpu_irq_delegate): mapping the page needs
+ * process context, and the CAM entry is acknowledged there. Called with ih.lock held.
+ */
+static void vgpu_ih_vm_fault(struct vgpu_cp *cp, u32 dw0, u32 dw3, const u32 *data, ktime_t now)
+{
+	struct vgpu_ih *ih = &cp->ih;
+	struct vgpu_ih_soft *soft = &ih->soft;
+	struct vgpu_vm_fault f = {
+		.addr = (u64)data[0] << 12 |
+			(u64)FIELD_GET(VGPU_VM_IV_DW5_ADDR_HI_MASK, data[1]) << 44,
+		.flags = data[1],
+		.cam = FIELD_GET(VGPU_VM_IV_DW6_CAM_INDEX_MASK, data[2]),
+		.status = data[3],
+		.pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, dw3),
+		.vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0),
+		.time = now,
+	};
+	struct vgpu_ih_vmid *v = &ih->vm[f.vmid];
+	unsigned int i;
+
+	ih->vm_faults++;
+	if (!v->faults++)
+		v->first = f;
+	v->last = f;
+	if (!(f.flags & VGPU_VM_IV_DW5_RETRY_MASK))
+		return;
+	v->retry++;
+	if (f.cam >= VGPU_VM_RETRY_CAM_ENTRIES) {
+		ih->vm_bad_cam++;
+		return;
+	}
+	/*
+	 * The CAM sends no second IV with an index until that index was acknowledged, and none
+	 * for a page that has an entry outstanding (its faults wait on that entry).
+	 */
+	for_each_set_bit(i, soft->cam_out, VGPU_VM_RETRY_CAM_ENTRIES) {
+		if (soft->cam_vmid[i] == f.vmid && soft->cam_page[i] == f.addr >> 12)
+			v->cam_dup_page++;
+	}
+	if (test_and_set_bit(f.cam, soft->cam_out))
+		v->cam_busy++;
+	soft->cam_page[f.cam] = f.addr >> 12;
+	soft->cam_vmid[f.cam] = f.vmid;
+	if (soft->head - soft->tail >= VT_IH_SOFT_ENTRIES) {
+		soft->dropped++;
+		return;
+	}
+	soft->e[soft->head++ % VT_IH_SOFT_ENTRIES] = f;
+	soft->max_queued = max(soft->max_queued, soft->head - soft->tail);
+	schedule_work(&soft->work);
+}
+
+/* The soft ring's work item: each delegated retry fault, in process context. */
+static void vgpu_ih_soft_work(struct work_struct *w)
+{
+	struct vgpu_cp *cp = container_of(w, struct vgpu_cp, ih.soft.work);
+	struct vgpu_ih *ih = &cp->ih;
+	struct vgpu_vm_fault f;
+
+	for (;;) {
+		spin_lock_irq(&ih->lock);
+		if (ih->soft.tail == ih->soft.head) {
+			spin_unlock_irq(&ih->lock);
+			return;
+		}
+		f = ih->soft.e[ih->soft.tail++ % VT_IH_SOFT_ENTRIES];
+		spin_unlock_irq(&ih->lock);
+		vgpu_vm_handle_retry(cp, &f);
+	}
+}
+
 /* Decodes one IV (amdgpu_ih_decode_iv_helper layout). Called with ih.lock held. */
 static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 {
@@ -56,9 +130,7 @@ static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 	ih->ivs++;
 
 	if (client == VGPU_IH_CLIENT_GFX && src == VGPU_IH_SRC_VM_FAULT) {
-		ih->vm_faults++;
-		ih->vm_fault_data[0] = data[0];
-		ih->vm_fault_data[1] = data[1];
+		vgpu_ih_vm_fault(cp, dw0, le32_to_cpu(e[3]), data, now);
 		return;
 	}
 	if (client != VGPU_IH_CLIENT_GRBM_CP || slot < 0)
@@ -66,6 +138,14 @@ static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 	s = &ih->slot[slot];
 	switch (src) {
 	case VGPU_IH_SRC_CP_EOP:
+		/* A RELEASE_MEM in a process IB: not one of the ring's fences. */
+		if (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0)) {
+			s->eop_proc++;
+			s->eop_proc_ctxid = data[0];
+			s->eop_proc_vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0);
+			s->eop_proc_pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
+			return;
+		}
 		if (s->eop && (s32)(data[0] - s->eop_ctxid) <= 0)
 			s->eop_unordered++;
 		s->eop++;
@@ -145,6 +225,8 @@ int vgpu_ih_init(struct vt_case *t, struct vgpu_cp *cp)
 {
 	struct vgpu_ih *ih = &cp->ih;
 
+	INIT_WORK(&ih->soft.work, vgpu_ih_soft_work);
+
 	ih->bo = vgpu_bo_alloc(t, cp, VT_IH_BYTES, false);
 	if (!ih->bo)
 		return -ENOMEM;
@@ -205,4 +287,41 @@ void vgpu_ih_slot_get(struct vgpu_cp *cp, unsigned int slot, struct vgpu_ih_slot
 	spin_lock_irqsave(&cp->ih.lock, flags);
 	*out = cp->ih.slot[slot];
 	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+void vgpu_ih_vmid_get(struct vgpu_cp *cp, unsigned int vmid, struct vgpu_ih_vmid *out)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	*out = cp->ih.vm[vmid % VGPU_VM_CONTEXTS];
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+/* Forgets the VMID's fault records: a new address space starts counting from zero. */
+void vgpu_ih_vmid_reset(struct vgpu_cp *cp, unsigned int vmid)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	memset(&cp->ih.vm[vmid % VGPU_VM_CONTEXTS], 0, sizeof(cp->ih.vm[0]));
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+/* The driver is about to acknowledge CAM entry cam: the device may reuse the index. */
+void vgpu_ih_cam_acked(struct vgpu_cp *cp, u32 cam)
+{
+	unsigned long flags;
+
+	if (cam >= VGPU_VM_RETRY_CAM_ENTRIES)
+		return;
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	clear_bit(cam, cp->ih.soft.cam_out);
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+/* Waits until every retry fault delegated so far has been handled. */
+void vgpu_ih_soft_flush(struct vgpu_cp *cp)
+{
+	flush_work(&cp->ih.soft.work);
 }

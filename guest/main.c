@@ -78,6 +78,15 @@ static const struct vt_def {
 	{ "hang_queue_reset", t_hang_queue_reset },
 	{ "hang_engine_reset", t_hang_engine_reset },
 	{ "hang_flr", t_hang_flr },
+	{ "vm_isolation", t_vm_isolation },
+	{ "huge_pages", t_huge_pages },
+	{ "permission", t_permission },
+	{ "stale_tlb", t_stale_tlb },
+	{ "invalidate_packet", t_invalidate_packet },
+	{ "retry_fault", t_retry_fault },
+	{ "fault_storm", t_fault_storm },
+	{ "no_retry", t_no_retry },
+	{ "prt", t_prt },
 };
 
 /*

@@ -114,6 +114,25 @@ static inline unsigned int pm4_ib(u32 *p, u64 addr, u32 ndw, bool chain)
 	return 4;
 }
 
+/* An INDIRECT_BUFFER run in a process VMID (amdgpu: the IB's vmid in CONTROL [27:24]). */
+static inline unsigned int pm4_ib_vmid(u32 *p, u64 addr, u32 ndw, unsigned int vmid)
+{
+	pm4_ib(p, addr, ndw, false);
+	p[3] |= FIELD_PREP(VGPU_PM4_IB_VMID_MASK, vmid);
+	return 4;
+}
+
+/* INVALIDATE_TLBS by PASID on every hub, as gfx10_kiq_invalidate_tlbs emits it. */
+static inline unsigned int pm4_invalidate_tlbs(u32 *p, u16 pasid, u32 flush_type)
+{
+	p[0] = VT_PKT3(VGPU_PM4_IT_INVALIDATE_TLBS, 0);
+	p[1] = FIELD_PREP(VGPU_PM4_INVALIDATE_TLBS_DST_SEL_MASK, 1) |
+	       VGPU_PM4_INVALIDATE_TLBS_ALL_HUB_MASK |
+	       FIELD_PREP(VGPU_PM4_INVALIDATE_TLBS_PASID_MASK, pasid) |
+	       FIELD_PREP(VGPU_PM4_INVALIDATE_TLBS_FLUSH_TYPE_MASK, flush_type);
+	return 2;
+}
+
 /* WAIT_REG_MEM on a memory dword: wait until (*addr & mask) == ref. */
 static inline unsigned int pm4_wait_mem_eq(u32 *p, u64 addr, u32 ref, u32 mask, u32 policy)
 {

@@ -28,6 +28,8 @@ func runBench(args []string) error {
 		one(bench.DoorbellIRQ(bars.DoorbellTrap).Run),
 		one(bench.DoorbellIRQ(bars.DoorbellPoll).Run),
 		one(bench.PacketRate().Run),
+		one(bench.TranslateTLBHit().Run),
+		one(bench.TranslateWalk().Run),
 	}
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}
 	if *quick {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -46,11 +47,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "vgpu: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if errors.Is(err, errTestsFailed) {
-		os.Exit(1)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errTestsFailed) {
 		fmt.Fprintf(os.Stderr, "vgpu %s: %v\n", os.Args[1], err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the process status for a command's result: 0 for success and for -h (the flag
+// set printed the command's help, as asked), 1 for failed tests and for any other error.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 1
 }

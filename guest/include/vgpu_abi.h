@@ -262,7 +262,7 @@
 #define VGPU_BLOCK_HQD_STRIDE 0x100ULL
 /* RW. Write 1 to start the queue with the programmed ring (rptr and wptr start at 0); reads 1 while it runs. */
 #define VGPU_REG_HQD_ACTIVE 0x0ULL
-/* RW. VMID the queue's memory accesses use (0: kernel). */
+/* RW. VMID the queue's memory accesses use: 0 the kernel's (GMC apertures), 1..15 a process address space (VM_CONTEXT) for the ring, its IBs and every packet access. */
 #define VGPU_REG_HQD_VMID 0x4ULL
 /* RW. Ring GPU address (256-byte aligned), low 32 bits. */
 #define VGPU_REG_HQD_PQ_BASE_LO 0x8ULL
@@ -323,6 +323,249 @@
 #define VGPU_REG_HQD_ERROR_INFO 0x48ULL
 /* RO. RELEASE_MEM fences written by this queue since it was started. */
 #define VGPU_REG_HQD_FENCES 0x4cULL
+/* GPUVM hub: the protection-fault latch (AMD GCVM_L2_PROTECTION_FAULT_* layout, every VMID), the default page, the retry CAM, the PASID table and the stale-translation detector. */
+#define VGPU_BLOCK_VM_BASE 0x3000ULL
+#define VGPU_BLOCK_VM_SIZE 0x100ULL
+/* RO. The first no-retry fault since the last FAULT_CNTL.CLEAR (0: none), in AMD's GCVM_L2_PROTECTION_FAULT_STATUS layout; later faults only set MORE_FAULTS. */
+#define VGPU_REG_VM_FAULT_STATUS 0x3000ULL
+/* Another fault happened after the latched one. */
+#define VGPU_REG_VM_FAULT_STATUS__MORE_FAULTS__SHIFT 0x0ULL
+#define VGPU_REG_VM_FAULT_STATUS__MORE_FAULTS_MASK 0x1ULL
+/* A VM_WALKER_* value: the page-table walk itself failed. */
+#define VGPU_REG_VM_FAULT_STATUS__WALKER_ERROR__SHIFT 0x1ULL
+#define VGPU_REG_VM_FAULT_STATUS__WALKER_ERROR_MASK 0xeULL
+/* VM_PERM_* bits: what the entry refused (or that it was not valid). */
+#define VGPU_REG_VM_FAULT_STATUS__PERMISSION_FAULTS__SHIFT 0x4ULL
+#define VGPU_REG_VM_FAULT_STATUS__PERMISSION_FAULTS_MASK 0xf0ULL
+/* The address is outside the context's range, or the context is not enabled. */
+#define VGPU_REG_VM_FAULT_STATUS__MAPPING_ERROR__SHIFT 0x8ULL
+#define VGPU_REG_VM_FAULT_STATUS__MAPPING_ERROR_MASK 0x100ULL
+/* Memory client: a VM_CID_* value. */
+#define VGPU_REG_VM_FAULT_STATUS__CID__SHIFT 0x9ULL
+#define VGPU_REG_VM_FAULT_STATUS__CID_MASK 0x3fe00ULL
+/* 1: the access was a write. */
+#define VGPU_REG_VM_FAULT_STATUS__RW__SHIFT 0x12ULL
+#define VGPU_REG_VM_FAULT_STATUS__RW_MASK 0x40000ULL
+/* The access was an atomic (no engine issues atomics yet). */
+#define VGPU_REG_VM_FAULT_STATUS__ATOMIC__SHIFT 0x13ULL
+#define VGPU_REG_VM_FAULT_STATUS__ATOMIC_MASK 0x80000ULL
+#define VGPU_REG_VM_FAULT_STATUS__VMID__SHIFT 0x14ULL
+#define VGPU_REG_VM_FAULT_STATUS__VMID_MASK 0xf00000ULL
+/* The faulting entry has PTE_PRT set (with PTE_VALID: amdgpu's no-retry marker). */
+#define VGPU_REG_VM_FAULT_STATUS__PRT__SHIFT 0x1dULL
+#define VGPU_REG_VM_FAULT_STATUS__PRT_MASK 0x20000000ULL
+/* RO. Page number (GPU address >> 12) of the latched fault, bits [31:0] (AMD LOGICAL_PAGE_ADDR_LO32). */
+#define VGPU_REG_VM_FAULT_ADDR_LO 0x3004ULL
+/* RO. Page number bits [35:32] in [3:0] (AMD LOGICAL_PAGE_ADDR_HI4). */
+#define VGPU_REG_VM_FAULT_ADDR_HI 0x3008ULL
+/* RW. Fault latch control (AMD GCVM_L2_PROTECTION_FAULT_CNTL bit 0). */
+#define VGPU_REG_VM_FAULT_CNTL 0x300cULL
+/* Writing 1 clears FAULT_STATUS/ADDR and re-arms the latch (reads 0). */
+#define VGPU_REG_VM_FAULT_CNTL__CLEAR_PROTECTION_FAULT_STATUS_ADDR__SHIFT 0x0ULL
+#define VGPU_REG_VM_FAULT_CNTL__CLEAR_PROTECTION_FAULT_STATUS_ADDR_MASK 0x1ULL
+/* Halt on every no-retry fault, whatever the context's *_ENABLE_DEFAULT policy says. */
+#define VGPU_REG_VM_FAULT_CNTL__CRASH_ON_NO_RETRY_FAULT__SHIFT 0x1eULL
+#define VGPU_REG_VM_FAULT_CNTL__CRASH_ON_NO_RETRY_FAULT_MASK 0x40000000ULL
+/* RW. The default (dummy) page that accesses faulting under an ENABLE_DEFAULT policy reach: page number bits [31:0] of a DMA address (amdgpu: dummy_page >> 12). While LO and HI are both 0 such reads return zeros without touching memory. */
+#define VGPU_REG_VM_FAULT_DEFAULT_ADDR_LO 0x3010ULL
+/* RW. Page number bits [35:32] in [3:0] (amdgpu: dummy_page >> 44). */
+#define VGPU_REG_VM_FAULT_DEFAULT_ADDR_HI 0x3014ULL
+/* WO. Write a CAM index (from a retry fault IV's DW6): the entry is freed and every access waiting on it is replayed (as amdgpu's retry_cam_ack doorbell). */
+#define VGPU_REG_VM_RETRY_CAM_ACK 0x3018ULL
+/* RO. */
+#define VGPU_REG_VM_RETRY_CAM_STATUS 0x301cULL
+/* CAM entries holding an unacknowledged retry fault. */
+#define VGPU_REG_VM_RETRY_CAM_STATUS__USED__SHIFT 0x0ULL
+#define VGPU_REG_VM_RETRY_CAM_STATUS__USED_MASK 0xffULL
+/* CAM entries (VM_RETRY_CAM_ENTRIES). */
+#define VGPU_REG_VM_RETRY_CAM_STATUS__SIZE__SHIFT 0x8ULL
+#define VGPU_REG_VM_RETRY_CAM_STATUS__SIZE_MASK 0xff00ULL
+/* An access is waiting for a free entry (it sent no IV). */
+#define VGPU_REG_VM_RETRY_CAM_STATUS__WAITING_FULL__SHIFT 0x10ULL
+#define VGPU_REG_VM_RETRY_CAM_STATUS__WAITING_FULL_MASK 0x10000ULL
+/* RO. Retry-fault IVs sent since reset (one per CAM entry allocated). */
+#define VGPU_REG_VM_RETRY_FAULTS 0x3020ULL
+/* RO. No-retry faults since reset (latched or not). */
+#define VGPU_REG_VM_FAULTS 0x3024ULL
+/* RW. */
+#define VGPU_REG_VM_STRICT_CNTL 0x3028ULL
+/* Check every cached translation against the page tables in memory: a use of a stale translation is counted, latched and logged. */
+#define VGPU_REG_VM_STRICT_CNTL__ENABLE__SHIFT 0x0ULL
+#define VGPU_REG_VM_STRICT_CNTL__ENABLE_MASK 0x1ULL
+/* RO. Strict mode: accesses that used a cached translation (TLB or PDE cache) other than the page tables in memory give. */
+#define VGPU_REG_VM_STALE_USES 0x302cULL
+/* RO. The last stale use. */
+#define VGPU_REG_VM_STALE_EVENT 0x3030ULL
+/* Hardware queue slot (0xFF: no queue). */
+#define VGPU_REG_VM_STALE_EVENT__SLOT__SHIFT 0x0ULL
+#define VGPU_REG_VM_STALE_EVENT__SLOT_MASK 0xffULL
+#define VGPU_REG_VM_STALE_EVENT__VMID__SHIFT 0x8ULL
+#define VGPU_REG_VM_STALE_EVENT__VMID_MASK 0xf00ULL
+#define VGPU_REG_VM_STALE_EVENT__WRITE__SHIFT 0xcULL
+#define VGPU_REG_VM_STALE_EVENT__WRITE_MASK 0x1000ULL
+/* Memory holds no usable translation any more (NEW_PTE is the entry the walk stopped at). */
+#define VGPU_REG_VM_STALE_EVENT__NEW_FAULTS__SHIFT 0xdULL
+#define VGPU_REG_VM_STALE_EVENT__NEW_FAULTS_MASK 0x2000ULL
+/* RO. GPU address of the last stale use, low 32 bits. */
+#define VGPU_REG_VM_STALE_VA_LO 0x3034ULL
+/* RO. */
+#define VGPU_REG_VM_STALE_VA_HI 0x3038ULL
+/* RO. The cached entry that was used, low 32 bits. */
+#define VGPU_REG_VM_STALE_OLD_PTE_LO 0x303cULL
+/* RO. */
+#define VGPU_REG_VM_STALE_OLD_PTE_HI 0x3040ULL
+/* RO. The entry memory holds now, low 32 bits. */
+#define VGPU_REG_VM_STALE_NEW_PTE_LO 0x3044ULL
+/* RO. */
+#define VGPU_REG_VM_STALE_NEW_PTE_HI 0x3048ULL
+/* RW. PASID of VMID 0 in [15:0] (as IH_VMID_0_LUT); PASID_LUT_n is at PASID_LUT_0 + 4n. Fault IVs carry it; INVALIDATE_TLBS selects VMIDs 1..15 by it. */
+#define VGPU_REG_VM_PASID_LUT_0 0x3080ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_1 0x3084ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_2 0x3088ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_3 0x308cULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_4 0x3090ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_5 0x3094ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_6 0x3098ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_7 0x309cULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_8 0x30a0ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_9 0x30a4ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_10 0x30a8ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_11 0x30acULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_12 0x30b0ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_13 0x30b4ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_14 0x30b8ULL
+/* RW. */
+#define VGPU_REG_VM_PASID_LUT_15 0x30bcULL
+/* Process address spaces, one instance per VMID. Instance 0 is reserved (VMID 0 is programmed through GMC_GART_*): it reads 0 and ignores writes. Registers take effect for the next page-table walk; cached translations stay until invalidated. */
+#define VGPU_BLOCK_VM_CONTEXT_BASE 0x3200ULL
+#define VGPU_BLOCK_VM_CONTEXT_SIZE 0x200ULL
+#define VGPU_BLOCK_VM_CONTEXT_COUNT 0x10ULL
+/* Bytes between instances; REG_VM_CONTEXT_* are offsets inside an instance. */
+#define VGPU_BLOCK_VM_CONTEXT_STRIDE 0x20ULL
+/* RW. AMD GCVM_CONTEXTn_CNTL. A write that changes ENABLE_CONTEXT, PAGE_TABLE_DEPTH or PAGE_TABLE_BLOCK_SIZE releases the context's waiting retry faults (they replay). */
+#define VGPU_REG_VM_CONTEXT_CNTL 0x0ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__ENABLE_CONTEXT__SHIFT 0x0ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__ENABLE_CONTEXT_MASK 0x1ULL
+/* Levels below the root: 3 is PDB2 → PDB1 → PDB0 → PTB (amdgpu's num_level). */
+#define VGPU_REG_VM_CONTEXT_CNTL__PAGE_TABLE_DEPTH__SHIFT 0x1ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__PAGE_TABLE_DEPTH_MASK 0x6ULL
+/* A PTB maps 2^(9+n) pages (amdgpu: block_size - 9). */
+#define VGPU_REG_VM_CONTEXT_CNTL__PAGE_TABLE_BLOCK_SIZE__SHIFT 0x3ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__PAGE_TABLE_BLOCK_SIZE_MASK 0x78ULL
+/* Invalid PDEs/PTEs and permission faults are retry faults: the access waits for RETRY_CAM_ACK. */
+#define VGPU_REG_VM_CONTEXT_CNTL__RETRY_PERMISSION_OR_INVALID_PAGE_FAULT__SHIFT 0x7ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__RETRY_PERMISSION_OR_INVALID_PAGE_FAULT_MASK 0x80ULL
+/* Range faults and walker errors are retry faults too. */
+#define VGPU_REG_VM_CONTEXT_CNTL__RETRY_OTHER_FAULT__SHIFT 0x8ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__RETRY_OTHER_FAULT_MASK 0x100ULL
+/* Send a VM-fault IV for this kind of no-retry fault. */
+#define VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0x9ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x200ULL
+/* 1: the access goes to the default page (reads it, writes are dropped) and execution continues; 0: the engine halts. */
+#define VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0xaULL
+#define VGPU_REG_VM_CONTEXT_CNTL__RANGE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x400ULL
+/* Kept for AMD's layout: vgpu raises no dummy-page faults. */
+#define VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0xbULL
+#define VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x800ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0xcULL
+#define VGPU_REG_VM_CONTEXT_CNTL__DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x1000ULL
+/* PDE faults: a PDE at any level not valid, and walker errors. */
+#define VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0xdULL
+#define VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x2000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0xeULL
+#define VGPU_REG_VM_CONTEXT_CNTL__PDE0_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x4000ULL
+/* The leaf PTE is not valid (and not PRT). */
+#define VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0xfULL
+#define VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x8000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0x10ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__VALID_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x10000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0x11ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x20000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0x12ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__READ_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x40000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0x13ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x80000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0x14ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__WRITE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x100000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT__SHIFT 0x15ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT_MASK 0x200000ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT__SHIFT 0x16ULL
+#define VGPU_REG_VM_CONTEXT_CNTL__EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT_MASK 0x400000ULL
+/* RW. The root page directory in PDE format (amdgpu_gmc_pd_addr): PDE_ADDRESS, PDE_SYSTEM, PDE_VALID. Low 32 bits. */
+#define VGPU_REG_VM_CONTEXT_PAGE_TABLE_BASE_LO 0x4ULL
+/* RW. */
+#define VGPU_REG_VM_CONTEXT_PAGE_TABLE_BASE_HI 0x8ULL
+/* RW. First page (GPU address >> 12) of the context's range, bits [31:0]. The walk indexes from this page. */
+#define VGPU_REG_VM_CONTEXT_START_LO 0xcULL
+/* RW. Bits [35:32] in [3:0]. */
+#define VGPU_REG_VM_CONTEXT_START_HI 0x10ULL
+/* RW. Last page of the range (inclusive; amdgpu: max_pfn - 1), bits [31:0]. */
+#define VGPU_REG_VM_CONTEXT_END_LO 0x14ULL
+/* RW. Bits [35:32] in [3:0]. */
+#define VGPU_REG_VM_CONTEXT_END_HI 0x18ULL
+/* TLB invalidation engines (AMD GCVM_INVALIDATE_ENGn_*). A REQ write invalidates at once and sets the ACK bits of the VMIDs it named; it never waits for memory. */
+#define VGPU_BLOCK_VM_INV_ENG_BASE 0x3400ULL
+#define VGPU_BLOCK_VM_INV_ENG_SIZE 0x240ULL
+#define VGPU_BLOCK_VM_INV_ENG_COUNT 0x12ULL
+/* Bytes between instances; REG_VM_INV_ENG_* are offsets inside an instance. */
+#define VGPU_BLOCK_VM_INV_ENG_STRIDE 0x20ULL
+/* RW. Semaphore: a read returns 1 and takes it when it was free, 0 when another holder has it; writing 0 releases it. */
+#define VGPU_REG_VM_INV_ENG_SEM 0x0ULL
+/* RW. Invalidation request: writing it runs the invalidation. */
+#define VGPU_REG_VM_INV_ENG_REQ 0x4ULL
+/* A bit per VMID (bit 0: VMID 0's GART translations). */
+#define VGPU_REG_VM_INV_ENG_REQ__PER_VMID_INVALIDATE_REQ__SHIFT 0x0ULL
+#define VGPU_REG_VM_INV_ENG_REQ__PER_VMID_INVALIDATE_REQ_MASK 0xffffULL
+/* 0 legacy, 1 lightweight, 2 heavyweight: all act alike on vgpu. */
+#define VGPU_REG_VM_INV_ENG_REQ__FLUSH_TYPE__SHIFT 0x10ULL
+#define VGPU_REG_VM_INV_ENG_REQ__FLUSH_TYPE_MASK 0x70000ULL
+/* Drop cached leaf translations (with INVALIDATE_L1_PTES: either drops them). */
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PTES__SHIFT 0x13ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PTES_MASK 0x80000ULL
+/* Drop cached PDB0 entries (PTB addresses). */
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE0__SHIFT 0x14ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE0_MASK 0x100000ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE1__SHIFT 0x15ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE1_MASK 0x200000ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE2__SHIFT 0x16ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L2_PDE2_MASK 0x400000ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L1_PTES__SHIFT 0x17ULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_L1_PTES_MASK 0x800000ULL
+/* Also clear and re-arm VM_FAULT_STATUS/ADDR. */
+#define VGPU_REG_VM_INV_ENG_REQ__CLEAR_PROTECTION_FAULT_STATUS_ADDR__SHIFT 0x18ULL
+#define VGPU_REG_VM_INV_ENG_REQ__CLEAR_PROTECTION_FAULT_STATUS_ADDR_MASK 0x1000000ULL
+/* Ignored. */
+#define VGPU_REG_VM_INV_ENG_REQ__LOG_REQUEST__SHIFT 0x19ULL
+#define VGPU_REG_VM_INV_ENG_REQ__LOG_REQUEST_MASK 0x2000000ULL
+/* Drop only translations of single 4 KiB pages (not fragments or huge pages). */
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_4K_PAGES_ONLY__SHIFT 0x1aULL
+#define VGPU_REG_VM_INV_ENG_REQ__INVALIDATE_4K_PAGES_ONLY_MASK 0x4000000ULL
+/* RO. */
+#define VGPU_REG_VM_INV_ENG_ACK 0x8ULL
+/* The VMIDs of the last REQ, once done (at once on vgpu). */
+#define VGPU_REG_VM_INV_ENG_ACK__PER_VMID_INVALIDATE_ACK__SHIFT 0x0ULL
+#define VGPU_REG_VM_INV_ENG_ACK__PER_VMID_INVALIDATE_ACK_MASK 0xffffULL
+/* The engine's semaphore is held. */
+#define VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE__SHIFT 0x10ULL
+#define VGPU_REG_VM_INV_ENG_ACK__SEMAPHORE_MASK 0x10000ULL
+/* RW. AMD's range (S_BIT [0], page address bits [31:1]); kept, but vgpu invalidates the whole VMID (more than asked, never less). amdgpu writes 0xFFFFFFFF. */
+#define VGPU_REG_VM_INV_ENG_ADDR_RANGE_LO 0xcULL
+/* RW. Page address bits [4:0]; amdgpu writes 0x1F. */
+#define VGPU_REG_VM_INV_ENG_ADDR_RANGE_HI 0x10ULL
 /* Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0). */
 #define VGPU_BLOCK_CONFIG_BASE 0x8000ULL
 #define VGPU_BLOCK_CONFIG_SIZE 0x20ULL
@@ -397,8 +640,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. */
-#define VGPU_ID_VERSION_MINOR 0x1ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). */
+#define VGPU_ID_VERSION_MINOR 0x2ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
@@ -448,6 +691,19 @@
 #define VGPU_PM4_IT_SET_CONFIG_REG 0x68ULL
 #define VGPU_PM4_IT_SET_SH_REG 0x76ULL
 #define VGPU_PM4_IT_SET_UCONFIG_REG 0x79ULL
+/* Invalidate the TLBs of every VMID 1..15 whose VM_PASID_LUT entry holds the PASID (2 dwords). */
+#define VGPU_PM4_IT_INVALIDATE_TLBS 0x98ULL
+/* amdgpu's KIQ writes 1; vgpu has one hub and accepts any value. */
+#define VGPU_PM4_INVALIDATE_TLBS_DST_SEL__SHIFT 0x0ULL
+#define VGPU_PM4_INVALIDATE_TLBS_DST_SEL_MASK 0xfULL
+/* Every hub (vgpu has one). */
+#define VGPU_PM4_INVALIDATE_TLBS_ALL_HUB__SHIFT 0x4ULL
+#define VGPU_PM4_INVALIDATE_TLBS_ALL_HUB_MASK 0x10ULL
+#define VGPU_PM4_INVALIDATE_TLBS_PASID__SHIFT 0x5ULL
+#define VGPU_PM4_INVALIDATE_TLBS_PASID_MASK 0x1fffe0ULL
+/* As VM_INV_ENG_REQ.FLUSH_TYPE. */
+#define VGPU_PM4_INVALIDATE_TLBS_FLUSH_TYPE__SHIFT 0x1dULL
+#define VGPU_PM4_INVALIDATE_TLBS_FLUSH_TYPE_MASK 0xe0000000ULL
 /* Register operands of WRITE_DATA, COPY_DATA and WAIT_REG_MEM: a dword offset in [17:0]. */
 #define VGPU_PM4_REG_OFFSET_MASK 0x3ffffULL
 /* SET_*_REG DW1: register offset [15:0] relative to the space. */
@@ -733,7 +989,7 @@
 #define VGPU_IH_CLIENT_GFX 0xaULL
 /* Client of CP interrupts. */
 #define VGPU_IH_CLIENT_GRBM_CP 0x14ULL
-/* With CLIENT_GFX: DW4 = address[43:12], DW5 [3:0] = address[47:44], bit 5 write. */
+/* With CLIENT_GFX: a GPUVM fault; DW4..7 as VM_IV_*. VMID and PASID in DW0/DW3. */
 #define VGPU_IH_SRC_VM_FAULT 0x0ULL
 /* A reserved packet field was not zero. */
 #define VGPU_IH_SRC_CP_RESERVED_BITS 0xb4ULL
@@ -750,18 +1006,42 @@
 #define VGPU_PTE_SYSTEM_MASK 0x2ULL
 #define VGPU_PTE_SNOOPED__SHIFT 0x2ULL
 #define VGPU_PTE_SNOOPED_MASK 0x4ULL
+/* Encrypted (trusted memory zone); accepted and ignored. */
+#define VGPU_PTE_TMZ__SHIFT 0x3ULL
+#define VGPU_PTE_TMZ_MASK 0x8ULL
+/* VMIDs 1..15: needed by instruction fetches (the CP's IB fetch). */
 #define VGPU_PTE_EXECUTABLE__SHIFT 0x4ULL
 #define VGPU_PTE_EXECUTABLE_MASK 0x10ULL
 #define VGPU_PTE_READABLE__SHIFT 0x5ULL
 #define VGPU_PTE_READABLE_MASK 0x20ULL
 #define VGPU_PTE_WRITEABLE__SHIFT 0x6ULL
 #define VGPU_PTE_WRITEABLE_MASK 0x40ULL
+/* The page is part of an aligned, physically contiguous run of 2^(12+FRAGMENT) bytes with the same flags: one TLB entry covers the run (VMIDs 1..15). */
+#define VGPU_PTE_FRAGMENT__SHIFT 0x7ULL
+#define VGPU_PTE_FRAGMENT_MASK 0xf80ULL
 /* Page address bits [47:12]. */
 #define VGPU_PTE_ADDRESS__SHIFT 0xcULL
 #define VGPU_PTE_ADDRESS_MASK 0xfffffffff000ULL
 /* MTYPE_*: UC bypasses L2. */
 #define VGPU_PTE_MTYPE__SHIFT 0x30ULL
 #define VGPU_PTE_MTYPE_MASK 0x7000000000000ULL
+/* Partially resident: with VALID clear, reads return 0 and writes are dropped, without a fault. With VALID set: amdgpu's no-retry marker (a no-retry fault). */
+#define VGPU_PTE_PRT__SHIFT 0x33ULL
+#define VGPU_PTE_PRT_MASK 0x8000000000000ULL
+/* Software bits, ignored. */
+#define VGPU_PTE_SW__SHIFT 0x34ULL
+#define VGPU_PTE_SW_MASK 0x30000000000000ULL
+/* Ignored. */
+#define VGPU_PTE_LOG__SHIFT 0x37ULL
+#define VGPU_PTE_LOG_MASK 0x80000000000000ULL
+/* Translate further. vgpu runs without translate-further (as gfx11): in a PTB entry it is amdgpu's no-retry marker (with PDE_PTE), a no-retry fault. */
+#define VGPU_PTE_TF__SHIFT 0x38ULL
+#define VGPU_PTE_TF_MASK 0x100000000000000ULL
+/* Ignored. */
+#define VGPU_PTE_NOALLOC__SHIFT 0x3aULL
+#define VGPU_PTE_NOALLOC_MASK 0x400000000000000ULL
+/* Bits 57 and 63:59: must be 0 in a PTE (a walker error). */
+#define VGPU_PTE_RESERVED_MASK 0xfa00000000000000ULL
 #define VGPU_PTE_MTYPE_NC 0x0ULL
 #define VGPU_PTE_MTYPE_WC 0x1ULL
 #define VGPU_PTE_MTYPE_CC 0x2ULL
@@ -773,9 +1053,23 @@
 /* The table is in system memory (a DMA address), not VRAM. */
 #define VGPU_PDE_SYSTEM__SHIFT 0x1ULL
 #define VGPU_PDE_SYSTEM_MASK 0x2ULL
-/* Table address bits [47:12]. */
+/* C: accepted and ignored. */
+#define VGPU_PDE_CACHE__SHIFT 0x2ULL
+#define VGPU_PDE_CACHE_MASK 0x4ULL
+/* GMC_GART_TABLE: table address bits [47:12]. */
 #define VGPU_PDE_ADDRESS__SHIFT 0xcULL
 #define VGPU_PDE_ADDRESS_MASK 0xfffffffff000ULL
+/* VMIDs 1..15: next-level table address bits [47:6] (64-byte aligned). */
+#define VGPU_PDE_TABLE_ADDRESS__SHIFT 0x6ULL
+#define VGPU_PDE_TABLE_ADDRESS_MASK 0xffffffffffc0ULL
+/* P: the entry is a PTE (huge page) in PTE format: at PDB0 it maps 2^(21+block size) bytes (2 MiB), at PDB1 1 GiB; anywhere else a walker error. */
+#define VGPU_PDE_PTE__SHIFT 0x36ULL
+#define VGPU_PDE_PTE_MASK 0x40000000000000ULL
+/* Block fragment size: accepted and ignored (translate-further is off). */
+#define VGPU_PDE_BFS__SHIFT 0x3bULL
+#define VGPU_PDE_BFS_MASK 0xf800000000000000ULL
+/* Bits 5:3 and 58:55: must be 0 in a PDE that is not a PTE (a walker error). */
+#define VGPU_PDE_RESERVED_MASK 0x780000000000038ULL
 #define VGPU_VM_FAULT_NONE 0x0ULL
 /* The address is in no aperture. */
 #define VGPU_VM_FAULT_OUTSIDE 0x1ULL
@@ -791,6 +1085,77 @@
 #define VGPU_VM_FAULT_BACKING 0x6ULL
 /* GART aperture access with GART_CNTL.ENABLE clear. */
 #define VGPU_VM_FAULT_GART_DISABLED 0x7ULL
+/* VM_CONTEXT instances (instance 0 reserved). */
+#define VGPU_VM_CONTEXTS 0x10ULL
+/* VM_INV_ENG instances. */
+#define VGPU_VM_INV_ENGINES 0x12ULL
+/* Retry CAM entries: at most this many distinct faulting pages have an IV outstanding. */
+#define VGPU_VM_RETRY_CAM_ENTRIES 0x40ULL
+/* Cached translations per VMID (pages, fragments or huge pages; 4-way set-associative). */
+#define VGPU_VM_TLB_ENTRIES 0x400ULL
+/* Cached page-directory entries per VMID. */
+#define VGPU_VM_PDE_CACHE_ENTRIES 0x100ULL
+/* VA bits per page-directory level. */
+#define VGPU_VM_LEVEL_BITS 0x9ULL
+#define VGPU_VM_CID_CB_DB 0x0ULL
+#define VGPU_VM_CID_GE1 0x2ULL
+#define VGPU_VM_CID_GE2 0x3ULL
+/* Command fetch: ring and indirect-buffer reads. */
+#define VGPU_VM_CID_CPF 0x4ULL
+/* Compute packet data accesses. */
+#define VGPU_VM_CID_CPC 0x5ULL
+/* Graphics packet data accesses. */
+#define VGPU_VM_CID_CPG 0x6ULL
+#define VGPU_VM_CID_RLC 0x7ULL
+#define VGPU_VM_CID_TCP 0x8ULL
+/* Shader instruction fetch. */
+#define VGPU_VM_CID_SQC_INST 0x9ULL
+/* Shader scalar data. */
+#define VGPU_VM_CID_SQC_DATA 0xaULL
+#define VGPU_VM_CID_SQG 0xbULL
+#define VGPU_VM_CID_SDMA0 0xdULL
+#define VGPU_VM_CID_SDMA1 0xeULL
+/* Cache maintenance. */
+#define VGPU_VM_CID_GCR 0xfULL
+#define VGPU_VM_WALKER_NONE 0x0ULL
+/* A PDE or PTE could not be read: outside VRAM, an unmapped DMA address, Bus Master off. */
+#define VGPU_VM_WALKER_READ_FAILED 0x1ULL
+/* An entry has reserved bits set (PTE_RESERVED_MASK, PDE_RESERVED_MASK). */
+#define VGPU_VM_WALKER_RESERVED_BITS 0x2ULL
+/* PDE_PTE at a level that has no huge pages (PDB2, or the root of a 4-level table). */
+#define VGPU_VM_WALKER_BAD_HUGE_PAGE 0x3ULL
+/* An entry amdgpu writes to force a no-retry fault: PTE_TF or PDE_PTE in a PTB entry, or PTE_VALID with PTE_PRT. */
+#define VGPU_VM_WALKER_NO_RETRY_MARKER 0x4ULL
+/* The PTE, or a PDE on the way, is not valid. */
+#define VGPU_VM_PERM_VALID 0x1ULL
+/* Read of a page without PTE_READABLE. */
+#define VGPU_VM_PERM_READ 0x2ULL
+/* Write to a page without PTE_WRITEABLE. */
+#define VGPU_VM_PERM_WRITE 0x4ULL
+/* Instruction fetch from a page without PTE_EXECUTABLE. */
+#define VGPU_VM_PERM_EXECUTE 0x8ULL
+/* DW4 is the page number bits [31:0] (address bits [43:12]). */
+#define VGPU_VM_IV_DW4_PAGE_LO 0x0ULL
+/* Address bits [47:44]. */
+#define VGPU_VM_IV_DW5_ADDR_HI__SHIFT 0x0ULL
+#define VGPU_VM_IV_DW5_ADDR_HI_MASK 0xfULL
+/* An instruction fetch (AMDGPU_GMC9_FAULT_SOURCE_DATA_EXE). */
+#define VGPU_VM_IV_DW5_EXE__SHIFT 0x4ULL
+#define VGPU_VM_IV_DW5_EXE_MASK 0x10ULL
+/* A write (..._WRITE). */
+#define VGPU_VM_IV_DW5_WRITE__SHIFT 0x5ULL
+#define VGPU_VM_IV_DW5_WRITE_MASK 0x20ULL
+/* A data read (..._READ). */
+#define VGPU_VM_IV_DW5_READ__SHIFT 0x6ULL
+#define VGPU_VM_IV_DW5_READ_MASK 0x40ULL
+/* A retry fault: the access waits for RETRY_CAM_ACK of DW6's index (..._RETRY). */
+#define VGPU_VM_IV_DW5_RETRY__SHIFT 0x7ULL
+#define VGPU_VM_IV_DW5_RETRY_MASK 0x80ULL
+/* Retry faults: the CAM entry to acknowledge. */
+#define VGPU_VM_IV_DW6_CAM_INDEX__SHIFT 0x0ULL
+#define VGPU_VM_IV_DW6_CAM_INDEX_MASK 0x3ffULL
+/* DW7 is the fault's VM_FAULT_STATUS word (as latched, without MORE_FAULTS). */
+#define VGPU_VM_IV_DW7_STATUS 0x0ULL
 /* Not active. */
 #define VGPU_HQD_STATE_IDLE 0x0ULL
 /* Active: fetching or executing. */
@@ -836,5 +1201,11 @@
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
+
+/* Byte offset of register reg (a VGPU_REG_VM_CONTEXT_* value) of instance i. */
+#define VGPU_VM_CONTEXT_REG(i, reg) (VGPU_BLOCK_VM_CONTEXT_BASE + (i) * VGPU_BLOCK_VM_CONTEXT_STRIDE + (reg))
+
+/* Byte offset of register reg (a VGPU_REG_VM_INV_ENG_* value) of instance i. */
+#define VGPU_VM_INV_ENG_REG(i, reg) (VGPU_BLOCK_VM_INV_ENG_BASE + (i) * VGPU_BLOCK_VM_INV_ENG_STRIDE + (reg))
 
 #endif /* VGPU_ABI_H */
