@@ -394,7 +394,8 @@ func (c *Cache) writeLine(l *line) error {
 		// A line's memory was direct when it was filled; if it is not any more (the mapping was
 		// replaced by one served through messages), the memory it belonged to is gone.
 		if err := c.writeDirect(l.key.domain, l.key.addr+i, l.data[i:j]); err != nil && first == nil {
-			first = &WriteBackError{PA: engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + i}, Err: err}
+			pa := engine.PhysAddr{Domain: l.key.domain, Addr: l.key.addr + i}
+			first = &WriteBackError{PA: pa, Err: err}
 		}
 		i = j
 	}

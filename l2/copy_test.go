@@ -41,27 +41,27 @@ func TestCopyUncached(t *testing.T) {
 		n      uint64
 		direct bool
 	}{
-		{name: "empty-cache", dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 256 << 10, direct: true},
+		{name: "empty-cache", dst: vram(0x1000), src: sys(0x2000), n: 256 << 10, direct: true},
 		{name: "lines-elsewhere", setup: func(c *Cache, m *directMem) {
-			c.Write(0, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x90000}, 0, []byte{1})
-			c.Read(0, engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x80000}, 0, make([]byte, 4))
-			c.Read(0, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x1000}, 0, make([]byte, 4)) // same address, other domain
-		}, dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 64 << 10, direct: true},
+			c.Write(0, sys(0x90000), 0, []byte{1})
+			c.Read(0, vram(0x80000), 0, make([]byte, 4))
+			c.Read(0, sys(0x1000), 0, make([]byte, 4)) // same address, other domain
+		}, dst: vram(0x1000), src: sys(0x2000), n: 64 << 10, direct: true},
 		{name: "line-in-same-area-outside-range", setup: func(c *Cache, m *directMem) {
-			c.Read(0, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000 - LineBytes}, 0, make([]byte, 4))
-		}, dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 4096, direct: true},
+			c.Read(0, sys(0x2000-LineBytes), 0, make([]byte, 4))
+		}, dst: vram(0x1000), src: sys(0x2000), n: 4096, direct: true},
 		{name: "dirty-line-in-source", setup: func(c *Cache, m *directMem) {
-			c.Write(3, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2f00}, 0, []byte{0xde, 0xad})
-		}, dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 8192},
+			c.Write(3, sys(0x2f00), 0, []byte{0xde, 0xad})
+		}, dst: vram(0x1000), src: sys(0x2000), n: 8192},
 		{name: "clean-line-in-destination", setup: func(c *Cache, m *directMem) {
-			c.Read(0, engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1080}, 0, make([]byte, 4))
-		}, dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 4096},
+			c.Read(0, vram(0x1080), 0, make([]byte, 4))
+		}, dst: vram(0x1000), src: sys(0x2000), n: 4096},
 		{name: "dirty-line-last-byte", setup: func(c *Cache, m *directMem) {
-			c.Write(3, engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000 + 4095}, 0, []byte{7})
-		}, dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 4096},
+			c.Write(3, vram(0x1000+4095), 0, []byte{7})
+		}, dst: vram(0x1000), src: sys(0x2000), n: 4096},
 		{name: "backing-declines", setup: func(c *Cache, m *directMem) { m.refuse = true },
-			dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0x1000}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0x2000}, n: 4096},
-		{name: "out-of-range", dst: engine.PhysAddr{Domain: engine.DomainVRAM, Addr: size - 16}, src: engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0}, n: 32},
+			dst: vram(0x1000), src: sys(0x2000), n: 4096},
+		{name: "out-of-range", dst: vram(size - 16), src: sys(0), n: 32},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,13 +112,13 @@ func TestCopyUncached(t *testing.T) {
 
 func TestCopyUncachedNoDirectBacking(t *testing.T) {
 	c := New(newMem(4096, 4096), nil)
-	if err := c.CopyUncached(engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0}, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0}, 16); !errors.Is(err, ErrNotDirect) {
+	if err := c.CopyUncached(vram(0), sys(0), 16); !errors.Is(err, ErrNotDirect) {
 		t.Fatalf("err %v, want ErrNotDirect", err)
 	}
-	if err := c.CopyUncached(engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0}, engine.PhysAddr{Domain: 9}, 16); !errors.Is(err, ErrDomain) {
+	if err := c.CopyUncached(vram(0), engine.PhysAddr{Domain: 9}, 16); !errors.Is(err, ErrDomain) {
 		t.Fatalf("err %v, want ErrDomain", err)
 	}
-	if err := c.CopyUncached(engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0}, engine.PhysAddr{Domain: engine.DomainSystem, Addr: 0}, 0); err != nil {
+	if err := c.CopyUncached(vram(0), sys(0), 0); err != nil {
 		t.Fatalf("empty copy: %v", err)
 	}
 }
@@ -134,15 +134,15 @@ func TestAreaCounts(t *testing.T) {
 		}
 	}
 	for i := range 10 {
-		c.Write(0, engine.PhysAddr{Domain: engine.DomainSystem, Addr: uint64(i) * 40000}, 0, []byte{1})
+		c.Write(0, sys(uint64(i)*40000), 0, []byte{1})
 		check()
 	}
 	c.Apply(OpInvalidate, &Range{Domain: engine.DomainSystem, Addr: 0, Size: 1 << 20})
 	check()
-	c.Read(0, engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0}, 0, make([]byte, 4))
+	c.Read(0, vram(0), 0, make([]byte, 4))
 	c.Apply(OpDiscard, nil)
 	check()
-	c.Read(0, engine.PhysAddr{Domain: engine.DomainVRAM, Addr: 0}, 0, make([]byte, 4))
+	c.Read(0, vram(0), 0, make([]byte, 4))
 	c.Reset()
 	check()
 }
