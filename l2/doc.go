@@ -15,9 +15,9 @@
 // The MMU (package gpummu) translates a GPU address to an engine.PhysAddr — a Domain (system
 // memory by DMA address, or VRAM by offset) and an address — and calls Read or Write for
 // cached pages, ReadUncached or WriteUncached for MTYPE_UC pages and BYPASS accesses, and
-// Apply (WriteBack, Invalidate, Discard) for cache actions. The cache reaches memory through a Backing, which
-// the device implements with dma.Space (system) and the VRAM memfd (VRAM). Host (CPU)
-// accesses go straight to memory and never see the cache.
+// Apply (WriteBack, Invalidate, Discard) for cache actions. The cache reaches memory through
+// a Backing, which the device implements with dma.Space (system) and the VRAM memfd (VRAM).
+// Host (CPU) accesses go straight to memory and never see the cache.
 //
 //   - Read: a hit is served from the line; a miss fills the whole line from memory first. If
 //     the line cannot be filled as a whole (it straddles the end of VRAM or of a DMA mapping),
