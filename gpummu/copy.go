@@ -42,7 +42,7 @@ func (m *MMU) Copy(a engine.Access, dst, src, n uint64) error {
 }
 
 func (m *MMU) copy(a engine.Access, dst, src, n uint64) (written bool, err error) {
-	if m.inVM(a) {
+	if m.inVM(a.VMID) {
 		return m.copyVM(a, dst, src, n)
 	}
 	for n > 0 {

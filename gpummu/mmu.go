@@ -160,7 +160,7 @@ func (m *MMU) Write(a engine.Access, va uint64, p []byte) error {
 }
 
 func (m *MMU) access(a engine.Access, va uint64, p []byte, write bool) (int, error) {
-	if m.inVM(a) {
+	if m.inVM(a.VMID) {
 		return m.accessVM(a, va, p, write)
 	}
 	done := 0
@@ -357,7 +357,7 @@ func (m *MMU) cacheOp(a engine.Access, op l2.Op, va, size uint64) error {
 	if size == 0 || size == engine.CacheAll {
 		return m.apply(a, op, nil, va)
 	}
-	if m.inVM(a) {
+	if m.inVM(a.VMID) {
 		return m.cacheOpVM(a, op, va, size)
 	}
 	if va >= vaLimit || a.VMID != 0 {

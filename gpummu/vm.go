@@ -13,9 +13,11 @@ import (
 // without it every VMID but 0 faults (VM_FAULT_OUTSIDE), as before gpuvm existed.
 func (m *MMU) SetVM(v *gpuvm.VM) { m.vm = v }
 
-// inVM reports whether gpuvm translates a's address space (VMIDs past 15 fault as outside).
-func (m *MMU) inVM(a engine.Access) bool {
-	return m.vm != nil && a.VMID > 0 && a.VMID < gpuvm.NumVMIDs
+// inVM reports whether gpuvm translates address space vmid (VMIDs past 15 fault as outside).
+// It takes the VMID, not the Access: copying an Access to test one field costs a
+// store-forwarding stall on every access.
+func (m *MMU) inVM(vmid int) bool {
+	return vmid > 0 && vmid < gpuvm.NumVMIDs && m.vm != nil
 }
 
 // accessVM is Read/Write for a process VMID: the access is split at the ends of the
