@@ -128,6 +128,10 @@ type Cache struct {
 	setMask  uint64
 	sets     []set
 	areas    [areaStripes]atomic.Int32 // lines (any state) per area stripe
+	// writing counts the uncached writes in progress per area stripe (memory written behind
+	// the lines, until those lines are updated or dropped): strict mode does not call a
+	// difference stale while one is (the reader is concurrent with the write).
+	writing [areaStripes]atomic.Int32
 	slotDirt [slotBits]atomic.Int64    // per slot: dirty lines it wrote
 
 	// Everything below is readable without any set lock, so register reads never wait.
@@ -461,6 +465,9 @@ func (c *Cache) checkStale(l *line, off, n uint64, slot int, va uint64) {
 	mem := buf[:n]
 	if err := c.readDirect(l.key.domain, l.key.addr+off, mem); err != nil {
 		return // memory unreadable now: nothing to compare with
+	}
+	if c.writing[stripeOf(l.key.domain, l.key.addr>>areaShift)].Load() != 0 {
+		return // an engine's uncached write is changing memory here: not a stale read
 	}
 	for i := range n {
 		if !l.dirtyByte(off+i) && mem[i] != l.data[off+i] {

@@ -42,7 +42,9 @@
 //
 // With SetStrict(true) (L2_CNTL.STRICT) every read hit compares the bytes it returns that are
 // not dirty with memory. A difference means memory changed behind the cache and the engine got
-// old data: an L2_EVENT_STALE_READ (the stale data is still returned — that is the point). And
+// old data: an L2_EVENT_STALE_READ (the stale data is still returned — that is the point).
+// While an engine's uncached write to the same 64 KiB area is in progress a difference is not
+// reported: that read is concurrent with the write, and either data is right. And
 // FenceCheck, called by the CP before a fence write, reports an L2_EVENT_DIRTY_FENCE when lines
 // written by that queue are still dirty. Events are counted (Stats, L2_STALE_READS,
 // L2_DIRTY_FENCES), the last one is kept (kind, slot, GPU address) and each is logged at Warn,

@@ -56,6 +56,24 @@ func (c *Cache) eachLineIn(d engine.Domain, addr, n uint64, f func(k key) bool) 
 	}
 }
 
+// markWriting adds delta to the in-progress uncached write count of every area stripe of
+// [addr, addr+n) of d (n > 0, no wrap).
+func (c *Cache) markWriting(d engine.Domain, addr, n uint64, delta int32) {
+	first, last := addr>>areaShift, (addr+n-1)>>areaShift
+	if last-first >= areaStripes {
+		for i := range c.writing {
+			c.writing[i].Add(delta)
+		}
+		return
+	}
+	for a := first; ; a++ {
+		c.writing[stripeOf(d, a)].Add(delta)
+		if a == last {
+			return
+		}
+	}
+}
+
 // own takes ownership of the lines of [addr, addr+n) (only the dirty ones if dirtyOnly), in
 // address order, waiting for busy ones. Owning lines in address order, and never waiting
 // while owning a line above the one waited for, keeps owners from waiting on each other in a
@@ -169,6 +187,8 @@ func (c *Cache) WriteUncached(pa engine.PhysAddr, p []byte) error {
 		return err
 	}
 	n := uint64(len(p))
+	c.markWriting(pa.Domain, pa.Addr, n, 1)
+	defer c.markWriting(pa.Domain, pa.Addr, n, -1)
 	maybe := c.mayHold(pa.Domain, pa.Addr, n)
 	var own []*line
 	if maybe {
@@ -265,6 +285,8 @@ func (c *Cache) CopyUncached(dst, src engine.PhysAddr, n uint64) error {
 	if c.copier == nil {
 		return ErrNotDirect
 	}
+	c.markWriting(dst.Domain, dst.Addr, n, 1)
+	defer c.markWriting(dst.Domain, dst.Addr, n, -1)
 	if c.anyLineIn(src.Domain, src.Addr, n) || c.anyLineIn(dst.Domain, dst.Addr, n) {
 		return ErrNotDirect
 	}
