@@ -5,8 +5,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"vgpu/engine"
 
+	"vgpu/abi"
+	"vgpu/engine"
 	"vgpu/l2"
 )
 
@@ -92,10 +93,16 @@ func (d *Device) resetState() {
 }
 
 // dropClientMemory keeps what the L2 holds of VRAM and drops what it holds of the departing
-// client's memory (see the contract above).
+// client's memory (see the contract above). Cached translations go too, in every VMID, as a
+// GMC_VM_INVALIDATE of all of them would drop them: a GART entry or page-table entry read from
+// the departed client's memory describes memory that is gone, and the next client's IOVAs
+// mean other pages; its driver may reprogram the contexts without invalidating first.
 func (d *Device) dropClientMemory() {
 	d.gpu.cache.WriteBack(&l2.Range{Domain: engine.DomainVRAM, Addr: 0, Size: d.cfg.VRAMSize})
 	d.gpu.cache.DropLost(&l2.Range{Domain: engine.DomainSystem, Addr: 0, Size: math.MaxUint64})
+	d.regMu.Lock()
+	d.gpu.mmu.WriteReg(abi.REG_GMC_VM_INVALIDATE-abi.BLOCK_GMC_BASE, 1<<abi.VM_CONTEXTS-1)
+	d.regMu.Unlock()
 }
 
 // engineGate lets Close unmap VRAM only once no engine goroutine is copying to or from it: an

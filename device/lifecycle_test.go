@@ -170,7 +170,14 @@ func TestDisconnectIsolatesClients(t *testing.T) {
 		eventually(t, "queue parked", func() bool {
 			return d.hqdRead(abi.REG_HQD_STATUS)&abi.REG_HQD_STATUS__STATE_MASK == abi.HQD_STATE_WAITING
 		})
+		if n := dev.gpu.mmu.Stats().TLBEntries; n == 0 {
+			t.Fatal("no cached GART translations to test with")
+		}
 	})
+	// The departed client's GART entries pointed at its IOVAs: none may be served to the next.
+	if n := dev.gpu.mmu.Stats().TLBEntries; n != 0 {
+		t.Errorf("%d translations of the departed client are still cached", n)
+	}
 	lost := dev.Diagnostics().GPU.L2.Lost
 	if lost == 0 {
 		t.Error("the departed client's dirty lines were not counted as lost")
