@@ -47,6 +47,7 @@ func BenchmarkRegionRead(b *testing.B)      { benchScenario(b, RegionRead()) }
 func BenchmarkDoorbellTrapIRQ(b *testing.B) { benchScenario(b, DoorbellIRQ(bars.DoorbellTrap)) }
 func BenchmarkDoorbellPollIRQ(b *testing.B) { benchScenario(b, DoorbellIRQ(bars.DoorbellPoll)) }
 func BenchmarkPacketRate(b *testing.B)      { benchScenario(b, PacketRate()) }
+func BenchmarkPacketRateVMIDs(b *testing.B) { benchScenario(b, PacketRateVMIDs()) }
 func BenchmarkTranslateTLBHit(b *testing.B) { benchScenario(b, TranslateTLBHit()) }
 func BenchmarkTranslateWalk(b *testing.B)   { benchScenario(b, TranslateWalk()) }
 func BenchmarkCopy4K(b *testing.B)          { benchScenario(b, Copy(4<<10)) }

@@ -23,6 +23,7 @@ func TestScenariosRun(t *testing.T) {
 		{DoorbellIRQ(bars.DoorbellTrap), 20},
 		{DoorbellIRQ(bars.DoorbellPoll), 20},
 		{PacketRate(), 1000},
+		{PacketRateVMIDs(), 1000},
 		{TranslateTLBHit(), 1000},
 		{TranslateWalk(), 1000},
 		{Copy(4 << 10), 3},
