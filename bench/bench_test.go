@@ -48,6 +48,9 @@ func BenchmarkDoorbellTrapIRQ(b *testing.B) { benchScenario(b, DoorbellIRQ(bars.
 func BenchmarkDoorbellPollIRQ(b *testing.B) { benchScenario(b, DoorbellIRQ(bars.DoorbellPoll)) }
 func BenchmarkPacketRate(b *testing.B)      { benchScenario(b, PacketRate()) }
 func BenchmarkPacketRateVMIDs(b *testing.B) { benchScenario(b, PacketRateVMIDs()) }
+func BenchmarkPacketRateProcessVMID(b *testing.B) {
+	benchScenario(b, PacketRateProcessVMID())
+}
 func BenchmarkTranslateTLBHit(b *testing.B) { benchScenario(b, TranslateTLBHit()) }
 func BenchmarkTranslateWalk(b *testing.B)   { benchScenario(b, TranslateWalk()) }
 func BenchmarkCopy4K(b *testing.B)          { benchScenario(b, Copy(4<<10)) }

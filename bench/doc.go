@@ -12,7 +12,9 @@
 // same run (a raw socket echo for a register read; a server that receives the trapped doorbell
 // write, replies and signals an eventfd; a poller that sees the polled doorbell and signals;
 // the CP alone over cptest's in-memory stand-ins for the packet rate; Go's copy between the
-// same mappings for DMA_DATA). Latencies are µs per op (ratio > 1: the device is slower), rates
+// same mappings for DMA_DATA). Where the question is a comparison, the baseline is the other
+// half of it in the same rig: one of the 16 queues alone beside all 16 in 16 VMIDs, the
+// VMID-0 queue beside a process queue. Latencies are µs per op (ratio > 1: the device is slower), rates
 // per second (ratio < 1: the device is slower).
 //
 // The device is driven the way a guest driver would, but through the Go vfio-user client

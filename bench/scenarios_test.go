@@ -24,6 +24,7 @@ func TestScenariosRun(t *testing.T) {
 		{DoorbellIRQ(bars.DoorbellPoll), 20},
 		{PacketRate(), 1000},
 		{PacketRateVMIDs(), 1000},
+		{PacketRateProcessVMID(), 1000},
 		{TranslateTLBHit(), 1000},
 		{TranslateWalk(), 1000},
 		{Copy(4 << 10), 3},

@@ -15,7 +15,8 @@ import (
 // The 16-VMID scaling scenario: the packet rate of every compute queue at once, each in its
 // own address space — slot 1 in VMID 0 (the frame-buffer aperture), slots 2..16 in the
 // process contexts 1..15, each over its own 4-level page table in VRAM that maps the same
-// VAs (ring, and a page for the rptr report, fence and destination) to that VMID's own VRAM —
+// VAs (ring, a page for the rptr report and fence, a page for the destination) to that VMID's
+// own VRAM —
 // beside one of those queues alone doing as many packets. The ratio is what running the
 // queues side by side gains (or loses) on this machine: the CP runs at most
 // GOMAXPROCS-1 queue goroutines at a time, and the client that feeds the rings shares the
@@ -23,23 +24,25 @@ import (
 
 const (
 	vmQueues     = 16      // compute slots 1..16, in VMIDs 0..15
-	vmFirstSlot  = 1       //
+	vmFirstSlot  = 1       // queue i is slot vmFirstSlot+i in VMID i
 	vmRingDwords = 1 << 18 // 1 MiB ring per queue
 	vmRingBytes  = 4 * vmRingDwords
 	vmDoorbellQW = 8 // queue i rings doorbell qword vmDoorbellQW+i
 
-	// VRAM (above everything the other rigs use): queue i's ring, its page, the page tables.
-	vmRings     = 0x600_0000
-	vmPages     = vmRings + vmQueues*vmRingBytes
-	vmTables    = vmPages + vmQueues*abi.PTE_PAGE_SIZE
-	vmTablesEnd = vmTables + 1<<20 // 4 tables per process VMID need 240 KiB
+	// VRAM (above everything the other rigs use): queue i's ring, its pages, the page tables.
+	vmRings      = 0x600_0000
+	vmPages      = vmRings + vmQueues*vmRingBytes // queue i's 2 pages at vmPages + i*vmPageStride
+	vmPageStride = 2 * abi.PTE_PAGE_SIZE
+	vmTables     = vmPages + vmQueues*vmPageStride
+	vmTablesEnd  = vmTables + 1<<20 // 4 tables per process VMID need 240 KiB
 
-	// Inside a queue's page, each on its own cache line.
+	// Inside a queue's pages, each on its own cache line: the first page holds the rptr
+	// report and the fence, the second the destination.
 	vmRptrOff  = 0x000
 	vmFenceOff = 0x100
-	vmDstOff   = 0x200
+	vmDstOff   = abi.PTE_PAGE_SIZE
 
-	// The VAs every process VMID maps (to its own VRAM): the ring, then the page.
+	// The VAs every process VMID maps (to its own VRAM): the ring, then the two pages.
 	vmVARing = 0x0000_0040_0000_0000
 	vmVAPage = vmVARing + vmRingBytes
 
@@ -50,7 +53,7 @@ const (
 // vmQueue is one of the scenario's queues as the client drives it.
 type vmQueue struct {
 	slot, vmid int
-	ring, page []byte // its ring and page in the client's view of VRAM
+	ring, page []byte // its ring and pages in the client's view of VRAM
 	wptr       uint64 // dwords
 	fenceVA    uint64 // in its VMID
 	dstVA      uint64
@@ -70,7 +73,9 @@ func (q *vmQueue) dst() uint32   { return binary.LittleEndian.Uint32(q.page[vmDs
 // vmRig is a rig with the scenario's 16 queues active and idle.
 type vmRig struct {
 	*Rig
-	qs [vmQueues]*vmQueue
+	qs      [vmQueues]*vmQueue
+	tables  [vmQueues]*ptBuilder // of the process VMIDs
+	timeout time.Duration        // for one fence
 }
 
 func newVMRig() (*vmRig, error) {
@@ -78,15 +83,15 @@ func newVMRig() (*vmRig, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &vmRig{Rig: rig}
+	v := &vmRig{Rig: rig, timeout: jobTimeout}
 	clear(rig.VRAM[vmRings:vmTablesEnd])
 	mem := &tableMemory{vram: rig.VRAM}
 	next := uint64(vmTables)
 	for i := range vmQueues {
 		q := &vmQueue{slot: vmFirstSlot + i, vmid: i,
 			ring: rig.VRAM[vmRings+i*vmRingBytes:][:vmRingBytes],
-			page: rig.VRAM[vmPages+i*abi.PTE_PAGE_SIZE:][:abi.PTE_PAGE_SIZE]}
-		ringPA, pagePA := uint64(vmRings+i*vmRingBytes), uint64(vmPages+i*abi.PTE_PAGE_SIZE)
+			page: rig.VRAM[vmPages+i*vmPageStride:][:vmPageStride]}
+		ringPA, pagePA := uint64(vmRings+i*vmRingBytes), uint64(vmPages+i*vmPageStride)
 		ringVA, pageVA := uint64(abi.GPU_FB_BASE)+ringPA, uint64(abi.GPU_FB_BASE)+pagePA
 		if q.vmid != 0 {
 			ringVA, pageVA = vmVARing, vmVAPage
@@ -96,6 +101,8 @@ func newVMRig() (*vmRig, error) {
 				b.mapPage(ringVA+p*abi.PTE_PAGE_SIZE, ringPA+p*abi.PTE_PAGE_SIZE|abi.PTE_VALID_MASK|abi.PTE_READABLE_MASK)
 			}
 			b.mapPage(pageVA, pagePA|trRW)
+			b.mapPage(pageVA+abi.PTE_PAGE_SIZE, (pagePA+abi.PTE_PAGE_SIZE)|trRW)
+			v.tables[i] = b
 			if next = b.next; next > vmTablesEnd {
 				return nil, errors.Join(fmt.Errorf("VMID %d's page tables end at %#x, beyond their area", q.vmid, next), rig.Close())
 			}
@@ -229,7 +236,7 @@ func (v *vmRig) op(qs []*vmQueue) Op {
 				// The chunk before last used the ring space this one is written to.
 				if q.seq > first[i] {
 					one[0] = q.seq - 2
-					if err := v.waitFences(qs[i:i+1], one, jobTimeout); err != nil {
+					if err := v.waitFences(qs[i:i+1], one, v.timeout); err != nil {
 						return err
 					}
 				}
@@ -245,7 +252,7 @@ func (v *vmRig) op(qs []*vmQueue) Op {
 		for i, q := range qs {
 			want[i] = q.seq
 		}
-		if err := v.waitFences(qs, want, jobTimeout); err != nil {
+		if err := v.waitFences(qs, want, v.timeout); err != nil {
 			return err
 		}
 		c.StopTimer()
@@ -283,22 +290,42 @@ func PacketRateVMIDs() Scenario {
 		Baseline: fmt.Sprintf("one queue (VMID %d) alone", vmBaseVMID),
 		Note:     fmt.Sprintf("aggregate; the ratio is the scaling on %d CPUs (GOMAXPROCS %d)", runtime.NumCPU(), runtime.GOMAXPROCS(0)),
 		Setup: func() (Pair, error) {
-			v, err := newVMRig()
-			if err != nil {
-				return Pair{}, err
-			}
-			dev, base := v.op(v.qs[:]), v.op(v.qs[vmBaseVMID:vmBaseVMID+1])
-			// Warm up: a lap of every ring, so its pages are mapped on both ends.
-			lap := vmRingDwords / len(cptest.WriteMem(0, 0))
-			if _, err := timeOp(dev, vmQueues*lap); err != nil {
-				v.Close()
-				return Pair{}, fmt.Errorf("warm-up: %w", err)
-			}
-			if _, err := timeOp(base, lap); err != nil {
-				v.Close()
-				return Pair{}, fmt.Errorf("warm-up of the baseline: %w", err)
-			}
-			return Pair{Dev: dev, Base: base, Close: func() { v.Close() }}, nil
+			return vmPair(func(v *vmRig) (dev, base []*vmQueue) { return v.qs[:], v.qs[vmBaseVMID : vmBaseVMID+1] })
 		},
 	}
+}
+
+// PacketRateProcessVMID is one queue's packet rate in a process address space (VMID 1: every
+// ring fetch, packet write, fence and rptr report translated through its page tables) beside
+// the same rig's VMID-0 queue (the frame-buffer aperture) running as many packets: what a
+// process VMID costs the packet path.
+func PacketRateProcessVMID() Scenario {
+	return Scenario{
+		Name: fmt.Sprintf("CP WRITE_DATA (1 dword), one queue in VMID %d", vmBaseVMID), Unit: "packets/s", PerOp: 1,
+		Baseline: "the VMID-0 queue alone (same rig)",
+		Setup: func() (Pair, error) {
+			return vmPair(func(v *vmRig) (dev, base []*vmQueue) { return v.qs[vmBaseVMID : vmBaseVMID+1], v.qs[:1] })
+		},
+	}
+}
+
+// vmPair brings a vmRig up and returns the ops over the queues pick chooses, warmed up: a lap
+// of each of their rings, so its pages are mapped on both ends.
+func vmPair(pick func(*vmRig) (dev, base []*vmQueue)) (Pair, error) {
+	v, err := newVMRig()
+	if err != nil {
+		return Pair{}, err
+	}
+	devQs, baseQs := pick(v)
+	dev, base := v.op(devQs), v.op(baseQs)
+	lap := vmRingDwords / len(cptest.WriteMem(0, 0))
+	if _, err := timeOp(dev, len(devQs)*lap); err != nil {
+		v.Close()
+		return Pair{}, fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := timeOp(base, len(baseQs)*lap); err != nil {
+		v.Close()
+		return Pair{}, fmt.Errorf("warm-up of the baseline: %w", err)
+	}
+	return Pair{Dev: dev, Base: base, Close: func() { v.Close() }}, nil
 }

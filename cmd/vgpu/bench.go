@@ -29,6 +29,7 @@ func runBench(args []string) error {
 		one(bench.DoorbellIRQ(bars.DoorbellPoll).Run),
 		one(bench.PacketRate().Run),
 		one(bench.PacketRateVMIDs().Run),
+		one(bench.PacketRateProcessVMID().Run),
 		one(bench.TranslateTLBHit().Run),
 		one(bench.TranslateWalk().Run),
 	}
