@@ -303,6 +303,7 @@ func PacketRateProcessVMID() Scenario {
 	return Scenario{
 		Name: fmt.Sprintf("CP WRITE_DATA (1 dword), one queue in VMID %d", vmBaseVMID), Unit: "packets/s", PerOp: 1,
 		Baseline: "the VMID-0 queue alone (same rig)",
+		Note:     "ring fetch, packets, fence and rptr report through VMID 1's TLB",
 		Setup: func() (Pair, error) {
 			return vmPair(func(v *vmRig) (dev, base []*vmQueue) { return v.qs[vmBaseVMID : vmBaseVMID+1], v.qs[:1] })
 		},
