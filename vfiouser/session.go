@@ -137,13 +137,26 @@ func (ss *session) readLoop() {
 // startExec makes the calling reader the executor of m, leaving the reader role vacant (or
 // handing it to a helper when a Peer reply is awaited). If another goroutine is executing, m
 // is queued behind it instead and false is returned.
+//
+// The queue is bounded: a client that floods commands while the executor is busy stops being
+// read until there is room. While this reader waits for room the executor may drain the whole
+// queue and give up its role, so after every wait both conditions are looked at again: a
+// command appended to the queue with no executor left would wait, unanswered, for whatever
+// command came next (and then run after it).
 func (ss *session) startExec(m *Message) bool {
 	ss.mu.Lock()
-	if ss.execBusy {
-		// Bounded: a client that floods commands while the executor is stuck stops being read.
-		for len(ss.queue) >= commandQueueDepth && !ss.gone.Load() {
-			ss.queueCond.Wait()
+	for ss.execBusy && len(ss.queue) >= commandQueueDepth && !ss.gone.Load() {
+		if h := queueWaitHook.waiting; h != nil {
+			h()
 		}
+		ss.queueCond.Wait()
+		if h := queueWaitHook.woke; h != nil {
+			ss.mu.Unlock()
+			h(ss.executing)
+			ss.mu.Lock()
+		}
+	}
+	if ss.execBusy {
 		ss.queue = append(ss.queue, m)
 		ss.mu.Unlock()
 		return false
@@ -156,6 +169,23 @@ func (ss *session) startExec(m *Message) bool {
 		go ss.helperReader()
 	}
 	return true
+}
+
+// queueWaitHook is set by tests only, to force the interleaving that once lost a command: a
+// reader waiting for room in the command queue while the executor drains all of it. waiting
+// runs (with the session lock held; it must not block) each time a reader is about to wait for
+// room; woke runs without the lock each time it woke up, and may hold it there until the
+// executor is gone (executing reports whether one is running).
+var queueWaitHook struct {
+	waiting func()
+	woke    func(executing func() bool)
+}
+
+// executing reports whether a goroutine holds the executor role.
+func (ss *session) executing() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.execBusy
 }
 
 // ensureReader is called by the Peer after it registered a request: if nobody reads the
