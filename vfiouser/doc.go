@@ -57,8 +57,10 @@
 // or registered while it runs — a helper goroutine takes the vacant role at once, so replies
 // are always read. Commands the helper reads while the executor is busy queue behind it (at
 // most commandQueueDepth, then reading pauses) and the executor runs them in order before it
-// gives up the role. When it is done, the executor takes the reader role back if it is still
-// vacant, else it leaves. Without Peer traffic one goroutine does everything.
+// gives up the role; a reader whose wait for room outlasted the executor (it drained the queue
+// and left) becomes the executor itself. When it is done, the executor takes the reader role
+// back if it is still vacant, else it leaves. Without Peer traffic one goroutine does
+// everything.
 //
 // # Errors
 //
