@@ -16,9 +16,9 @@
 # lag; FUZZ_MINIMIZE_TIME sets -fuzzminimizetime (0 turns minimization off, crashers included).
 #
 # Exits non-zero if any target crashed or could not run (a bare "context deadline exceeded" at
-# the -fuzztime boundary, Go 1.26's coordinator shutdown race, is retried up to twice first). Set FUZZ_LOG_DIR to keep each
-# target's full go test output (default: a temporary folder, removed at exit unless a target
-# failed).
+# the -fuzztime boundary, Go 1.26's coordinator shutdown race, is retried up to twice first).
+# Set FUZZ_LOG_DIR to keep each target's full go test output (default: a temporary folder,
+# removed at exit unless a target failed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
