@@ -451,6 +451,63 @@ func TestDoorbellPollReset(t *testing.T) {
 	}
 }
 
+// TestDoorbellClear: a queue that takes a doorbell over (Clear) has its first ring seen even
+// when it writes the value the doorbell already held (the previous queue's last wptr: in poll
+// mode that write changed nothing in the page, and the ring was lost, as the guest suite's
+// GPUVM cases showed on a reused slot); the zeroing rings nothing; other doorbells stay as they
+// were. Trap mode rings every write anyway; Clear only zeroes.
+func TestDoorbellClear(t *testing.T) {
+	for _, mode := range []DoorbellMode{DoorbellPoll, DoorbellTrap} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var log ringLog
+			d, err := NewDoorbells(mode, 0x4000, log.ring)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			var b [8]byte
+			var mapped []byte // the guest's mapping (poll mode)
+			ring := func(i int, v uint64) {
+				binary.LittleEndian.PutUint64(b[:], v)
+				if mode == DoorbellPoll {
+					copy(mapped[8*i:], b[:])
+				} else if err := d.Write(uint64(8*i), b[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if mode == DoorbellPoll {
+				mapped = mapDoorbells(t, d)
+			}
+			ring(3, 12)
+			ring(9, 5)
+			if mode == DoorbellPoll {
+				settle(t, d)
+			}
+			n0 := len(log.snapshot())
+			d.Clear(3)
+			if mode == DoorbellPoll {
+				settle(t, d)
+			}
+			if got := log.snapshot()[n0:]; len(got) != 0 {
+				t.Fatalf("Clear rang %x", got)
+			}
+			if err := d.Read(8*3, b[:]); err != nil || binary.LittleEndian.Uint64(b[:]) != 0 {
+				t.Fatalf("doorbell 3 reads %x (%v) after Clear, want 0", b, err)
+			}
+			ring(3, 12) // the new queue's first wptr, the old queue's last
+			if mode == DoorbellPoll {
+				settle(t, d)
+			}
+			if got := log.snapshot()[n0:]; !equalRings(got, [][2]uint64{{3, 12}}) {
+				t.Fatalf("rings after Clear = %x, want doorbell 3 with 12 once", got)
+			}
+			if err := d.Read(8*9, b[:]); err != nil || binary.LittleEndian.Uint64(b[:]) != 5 {
+				t.Errorf("doorbell 9 reads %x (%v), want 5: Clear touched another doorbell", b, err)
+			}
+		})
+	}
+}
+
 // TestDoorbellPollResetRace resets while the guest rings (run with -race): the poller never
 // invents a ring with value 0 (the guest never writes 0), and once the resets stop, every
 // doorbell's last value is rung.

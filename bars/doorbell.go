@@ -66,12 +66,17 @@ type Doorbells struct {
 	// otherwise. The poller compares the page against seen, the values it last reported in
 	// generation seenGen; when gen has moved it forgets them (the post-reset page is all
 	// zeroes), and it fires nothing it read while a Reset was under way.
-	gen     atomic.Uint64
-	resetMu sync.Mutex // serialises Reset calls, so gen's parity means what it says
-	seen    []uint64   // poller goroutine only
-	seenGen uint64     // poller goroutine only
-	scans   atomic.Uint64
-	wake    chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
+	// Clear moves gen the same way for one doorbell; cleared marks which (so the poller forgets
+	// only those), resets counts Resets (so it forgets everything).
+	gen        atomic.Uint64
+	resetMu    sync.Mutex // serialises Reset and Clear calls, so gen's parity means what it says
+	resets     atomic.Uint64
+	cleared    []atomic.Bool
+	seen       []uint64 // poller goroutine only
+	seenGen    uint64   // poller goroutine only
+	seenResets uint64   // poller goroutine only
+	scans      atomic.Uint64
+	wake       chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -94,14 +99,15 @@ func newDoorbells(mode DoorbellMode, size uint64, ring func(index int, value uin
 		return nil, err
 	}
 	d := &Doorbells{
-		mode:  mode,
-		file:  file,
-		mem:   mem,
-		slots: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), size/8),
-		seen:  make([]uint64, size/8),
-		ring:  ring,
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
+		mode:    mode,
+		file:    file,
+		mem:     mem,
+		slots:   unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), size/8),
+		seen:    make([]uint64, size/8),
+		cleared: make([]atomic.Bool, size/8),
+		ring:    ring,
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
 	}
 	if mode == DoorbellPoll && startPoller {
 		d.done.Add(1)
@@ -238,7 +244,19 @@ func (d *Doorbells) scan() bool {
 		return true // Reset is zeroing the page: look again in a moment
 	}
 	if g != d.seenGen {
-		clear(d.seen)
+		// What moved gen zeroed doorbells: all of them (Reset) or those marked (Clear). A mark
+		// is set after its zero is stored, so the zero is what the next load reads, or a
+		// newer guest value.
+		if r := d.resets.Load(); r != d.seenResets {
+			clear(d.seen)
+			d.seenResets = r
+		}
+		for i := range d.cleared {
+			if d.cleared[i].Load() {
+				d.cleared[i].Store(false)
+				d.seen[i] = 0
+			}
+		}
 		d.seenGen = g
 	}
 	changed := false
@@ -269,7 +287,29 @@ func (d *Doorbells) Reset() {
 	for i := range d.slots {
 		atomic.StoreUint64(&d.slots[i], 0)
 	}
+	d.resets.Add(1)
 	d.gen.Add(1) // even: a new generation, compared against zeroes
+	d.kick()
+}
+
+// Clear zeroes doorbell index, for a queue that takes it over (the device calls it when an
+// HQD is activated): its first ring must be seen even when it writes the value the doorbell
+// already holds, the last wptr of the queue that used it before. A trapped write always rings;
+// in poll mode the poller compares against what it saw, so without the zero a ring with the
+// old value would be lost. As with Reset, the zeroing itself rings nothing (the poller
+// compares that doorbell against zero from then on) and the other doorbells are undisturbed.
+// The guest cannot race it: its doorbell store follows the trapped register write that
+// activates the queue, which QEMU does not post while a region of the device is mmapped.
+func (d *Doorbells) Clear(index int) {
+	if index < 0 || index >= len(d.slots) {
+		return
+	}
+	d.resetMu.Lock()
+	defer d.resetMu.Unlock()
+	d.gen.Add(1)
+	atomic.StoreUint64(&d.slots[index], 0)
+	d.cleared[index].Store(true)
+	d.gen.Add(1)
 	d.kick()
 }
 

@@ -121,6 +121,22 @@ func (d *Device) routeDoorbell(index int, value uint64) {
 	d.gpu.cp.Doorbell(dword, value)
 }
 
+// claimDoorbell zeroes the doorbell of an HQD slot about to be activated: the queue starts
+// with wptr 0, and its first ring must be seen even when it writes the value the doorbell held
+// (the last wptr of the queue that used the doorbell before), which a polled doorbell would
+// not notice (bars.Doorbells.Clear). A queue already active keeps its doorbell.
+func (d *Device) claimDoorbell(slot int) {
+	if d.gpu.cp.ReadHQD(slot, abi.REG_HQD_ACTIVE)&1 != 0 {
+		return
+	}
+	ctl := d.gpu.cp.ReadHQD(slot, abi.REG_HQD_PQ_DOORBELL_CONTROL)
+	if ctl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK == 0 {
+		return
+	}
+	dword := (ctl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK) >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT
+	d.doorbells.Clear(int(dword / 2))
+}
+
 // physBacking is the L2's memory: system addresses are DMA addresses (IOVAs) served by
 // dma.Space, which also applies Bus Master; VRAM addresses are offsets into the VRAM memfd,
 // reached through the device's VRAM gate (so Close never unmaps VRAM under a copy).
@@ -323,7 +339,11 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 				return g.cp.ReadHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE)
 			},
 			Write: func(off, v uint32) {
-				g.cp.WriteHQD(int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE, v)
+				slot, reg := int(off/abi.BLOCK_HQD_STRIDE), off%abi.BLOCK_HQD_STRIDE
+				if reg == abi.REG_HQD_ACTIVE && v&1 != 0 {
+					d.claimDoorbell(slot)
+				}
+				g.cp.WriteHQD(slot, reg, v)
 			},
 		},
 		"VM": {Read: g.vm.ReadReg, Write: g.vm.WriteReg},

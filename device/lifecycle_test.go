@@ -3,10 +3,12 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
 	"vgpu/abi"
+	"vgpu/bars"
 	"vgpu/cp/cptest"
 	"vgpu/vfiouser/vfiousertest"
 )
@@ -321,4 +323,30 @@ func TestSelftestDMAStopsAtCutOff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPolledDoorbellNewQueue: a queue started on a doorbell that an earlier queue used gets its
+// first ring even when it writes the earlier queue's last wptr (the same first job). A polled
+// doorbell only sees changes; before the device zeroed the doorbell at activation, that ring
+// was lost and the queue never ran (the guest suite's poll-mode boot, on a reused slot).
+func TestPolledDoorbellNewQueue(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.VRAMSize, cfg.VRAMWindow = 16<<20, 16<<20
+	cfg.Doorbells = bars.DoorbellPoll
+	dev, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	d := attach(t, dev, 0, true)
+	for round := uint32(1); round <= 3; round++ {
+		d.startQueue()
+		// The same packets every round: the doorbell gets the same wptr each time.
+		d.submit(cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32,
+			Addr: abi.GPU_FB_BASE + ltFence, Data: 0x100}.Encode())
+		eventually(t, fmt.Sprintf("round %d's fence", round), func() bool { return d.fence() == 0x100 })
+		binary.LittleEndian.PutUint32(d.vram[ltFence:], 0)
+		d.hqd(abi.REG_HQD_DEQUEUE_REQUEST, abi.HQD_DEQUEUE_RESET)
+		eventually(t, "queue stopped", func() bool { return d.hqdRead(abi.REG_HQD_ACTIVE) == 0 })
+	}
 }

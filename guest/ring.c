@@ -45,6 +45,7 @@ void vgpu_ring_describe(struct vgpu_ring *r, char *buf, size_t len)
 	struct vgpu *vg = r->cp->vg;
 	u32 st = vgpu_hqd_rd(vg, r->slot, VGPU_REG_HQD_STATUS);
 	u32 fault = vgpu_rd(vg, VGPU_REG_GMC_VM_FAULT_STATUS);
+	u32 vmf = vgpu_rd(vg, VGPU_REG_VM_FAULT_STATUS);
 	int n;
 
 	n = snprintf(buf, len, "slot %u %s error %u, PQ_RPTR %u, rptr report %u, wptr %llu",
@@ -53,9 +54,14 @@ void vgpu_ring_describe(struct vgpu_ring *r, char *buf, size_t len)
 		     vgpu_hqd_rd(vg, r->slot, VGPU_REG_HQD_PQ_RPTR),
 		     le32_to_cpu(READ_ONCE(*r->rptr_cpu)), r->kicked);
 	if ((fault & VGPU_REG_GMC_VM_FAULT_STATUS__VALID_MASK) && n >= 0 && n < len)
-		snprintf(buf + n, len - n, "; VM fault %#x at %#llx", fault,
-			 vgpu_rd64(vg, VGPU_REG_GMC_VM_FAULT_ADDR_LO,
-				   VGPU_REG_GMC_VM_FAULT_ADDR_HI));
+		n += snprintf(buf + n, len - n, "; VM fault %#x at %#llx", fault,
+			      vgpu_rd64(vg, VGPU_REG_GMC_VM_FAULT_ADDR_LO,
+					VGPU_REG_GMC_VM_FAULT_ADDR_HI));
+	/* The AMD-format latch of every VMID (VM_FAULT_ADDR holds a page number). */
+	if (vmf && n >= 0 && n < len)
+		snprintf(buf + n, len - n, "; VM_FAULT_STATUS %#x (vmid %u) at %#llx", vmf,
+			 (u32)FIELD_GET(VGPU_REG_VM_FAULT_STATUS__VMID_MASK, vmf),
+			 vgpu_rd64(vg, VGPU_REG_VM_FAULT_ADDR_LO, VGPU_REG_VM_FAULT_ADDR_HI) << 12);
 }
 
 /* Polls an HQD register until (value & mask) == want or timeout_ms pass. */

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
+	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -55,8 +59,11 @@ type fdBatch struct {
 // ReadMessage must be called from one goroutine at a time; WriteMessage from any number (one
 // mutex keeps messages whole on the wire).
 type Conn struct {
+	// Exactly one of these: the poller's view of the socket (NewConn), or the bare
+	// descriptor of a blocking Conn (NewBlockingConn).
 	uc  *net.UnixConn
 	raw syscall.RawConn
+	sfd *sockFD
 
 	// Read side, owned by the reading goroutine.
 	rbuf     []byte
@@ -66,44 +73,100 @@ type Conn struct {
 	rmsg     unix.Msghdr
 	riov     unix.Iovec
 	rn       int
-	rerr     error
+	rerr     unix.Errno
 	recvFn   func(fd uintptr) bool
+	rbatches int         // fd batches this reader queued and not yet claimed: 0 spares claimFDs the lock
+	ryield   atomic.Bool // see yieldBeforeBlocking
+	rsched   [1]metrics.Sample
 
 	// fdmu guards fdq against Close, which may run on another goroutine.
 	fdmu   sync.Mutex
 	fdq    []fdBatch
 	closed bool
 
-	// Write side.
-	wmu    sync.Mutex
-	whdr   [HeaderSize]byte
-	wiov   [3]unix.Iovec
-	wmsg   unix.Msghdr
-	wn     int
-	werr   error
-	sendFn func(fd uintptr) bool
+	// Write side, guarded by wmu. A message without descriptors of up to smallWrite bytes is
+	// copied into wsmall and sent with one send(2); others go out with sendmsg and iovecs.
+	wmu      sync.Mutex
+	whdr     [HeaderSize]byte
+	wiov     [3]unix.Iovec
+	wmsg     unix.Msghdr
+	wsmall   [smallWrite]byte
+	wbuf     []byte // what sendtoOnce sends
+	wn       int
+	werr     unix.Errno
+	sendFn   func(fd uintptr) bool
+	sendtoFn func(fd uintptr) bool
 }
 
-// NewConn wraps a connected unix stream socket. The Conn owns uc from then on.
+// smallWrite is the largest message WriteMessage copies into one buffer: send(2) of one buffer
+// costs less than sendmsg(2) of a header and payload iovecs, and copying a few hundred bytes
+// costs less than the difference. Replies to register accesses are all far below it.
+const smallWrite = 256
+
+// NewConn wraps a connected unix stream socket. The Conn owns uc from then on. Reads and
+// writes wait in the runtime's poller, so they honour SetReadDeadline.
 func NewConn(uc *net.UnixConn) (*Conn, error) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("vfio-user: raw conn: %w", err)
+	}
+	c := newConn()
+	c.uc, c.raw = uc, raw
+	return c, nil
+}
+
+// NewBlockingConn wraps a connected unix stream socket in blocking mode: ReadMessage waits
+// inside recvmsg, WriteMessage inside its send, and the socket is not registered with the
+// runtime's poller at all. The Conn owns uc from then on (it keeps a duplicate of its
+// descriptor and closes uc). Read deadlines are receive timeouts (see SetReadDeadline).
+//
+// Why: through the poller a message costs a recvmsg that fails with EAGAIN, an epoll_wait and a
+// scheduler round before the recvmsg that returns it — and every message wakes whichever idle
+// thread sleeps in epoll_wait, even when a reader is already waiting. A blocking socket costs the
+// one recvmsg, as a C server's does; on the machines vgpu runs on, where a system call costs
+// most of a microsecond, that was most of what a trapped MMIO access cost beyond the socket
+// itself. The price is an OS thread per goroutine blocked in the socket (the runtime runs
+// other goroutines on other threads meanwhile). Close shuts the socket down, which wakes a
+// blocked recvmsg (end of stream) or send (EPIPE).
+func NewBlockingConn(uc *net.UnixConn) (*Conn, error) {
+	defer uc.Close() // after the dup: closing it takes the socket out of the poller
 	raw, err := uc.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("vfio-user: raw conn: %w", err)
 	}
+	fd, derr := -1, error(nil)
+	if err := raw.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("vfio-user: raw conn: %w", err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("vfio-user: dup socket: %w", derr)
+	}
+	// The duplicate shares the open file description, whose O_NONBLOCK the net package set.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("vfio-user: blocking mode: %w", err)
+	}
+	c := newConn()
+	c.sfd = &sockFD{fd: fd}
+	return c, nil
+}
+
+func newConn() *Conn {
 	c := &Conn{
-		uc:   uc,
-		raw:  raw,
 		rbuf: make([]byte, readBufSize),
 		roob: make([]byte, unix.CmsgSpace(MaxMsgFDs*4)),
 	}
 	// Bound once so the per-call RawConn callbacks do not allocate closures.
 	c.recvFn = c.recvOnce
 	c.sendFn = c.sendOnce
-	return c, nil
+	c.sendtoFn = c.sendtoOnce
+	c.rsched[0].Name = "/sched/goroutines/runnable:goroutines"
+	return c
 }
 
 // Close closes the socket and every descriptor received but not yet handed out. It unblocks a
-// concurrent ReadMessage or WriteMessage.
+// concurrent ReadMessage or WriteMessage, which then fail with net.ErrClosed.
 func (c *Conn) Close() error {
 	c.fdmu.Lock()
 	c.closed = true
@@ -112,12 +175,43 @@ func (c *Conn) Close() error {
 	}
 	c.fdq = nil
 	c.fdmu.Unlock()
+	if c.sfd != nil {
+		c.sfd.close()
+		return nil
+	}
 	return c.uc.Close()
 }
 
+// isClosed reports whether Close was called; errors after it are reported as net.ErrClosed.
+func (c *Conn) isClosed() bool {
+	c.fdmu.Lock()
+	defer c.fdmu.Unlock()
+	return c.closed
+}
+
 // SetReadDeadline bounds the blocking of ReadMessage (see net.Conn). A read that times out
-// leaves the stream in an unknown state: treat it as the end of the connection.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.uc.SetReadDeadline(t) }
+// fails with os.ErrDeadlineExceeded and leaves the stream in an unknown state: treat it as the
+// end of the connection. A blocking Conn has no poller to keep an absolute deadline: it gives
+// the socket a receive timeout (SO_RCVTIMEO) of the time left, which bounds each wait inside
+// ReadMessage rather than all of them together; the zero time removes it.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.sfd == nil {
+		return c.uc.SetReadDeadline(t)
+	}
+	var tv unix.Timeval
+	if !t.IsZero() {
+		left := max(time.Until(t), time.Microsecond) // a timeout of zero would mean none
+		tv = unix.NsecToTimeval(left.Nanoseconds())
+	}
+	if !c.sfd.acquire() {
+		return net.ErrClosed
+	}
+	defer c.sfd.release()
+	if err := unix.SetsockoptTimeval(c.sfd.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fmt.Errorf("vfio-user: receive timeout: %w", err)
+	}
+	return nil
+}
 
 // ReadMessage reads the next whole message into m, reusing m.Payload's storage. Any error ends
 // the stream: io.EOF when the peer closed between messages, io.ErrUnexpectedEOF inside one,
@@ -168,6 +262,7 @@ func (c *Conn) fail(err error) error {
 		closeFDs(b.fds)
 	}
 	c.fdq = nil
+	c.rbatches = 0
 	c.fdmu.Unlock()
 	return err
 }
@@ -217,8 +312,14 @@ func (c *Conn) readLarge(p []byte) error {
 
 // claimFDs moves the queued descriptors that belong to the message [start, end) into m.
 func (c *Conn) claimFDs(m *Message, start, end uint64) {
+	if c.rbatches == 0 {
+		return // nearly every message: none queued
+	}
 	c.fdmu.Lock()
-	defer c.fdmu.Unlock()
+	defer func() {
+		c.rbatches = len(c.fdq)
+		c.fdmu.Unlock()
+	}()
 	i := 0
 	for ; i < len(c.fdq) && c.fdq[i].last < end; i++ {
 		b := c.fdq[i]
@@ -242,16 +343,29 @@ func (c *Conn) recv(p []byte, at uint64) (int, error) {
 	c.rmsg.Control = &c.roob[0]
 	c.rmsg.SetControllen(len(c.roob))
 	c.rmsg.Flags = 0
-	err := c.raw.Read(c.recvFn)
+	var err error
+	if c.sfd == nil {
+		err = c.raw.Read(c.recvFn)
+	} else if !c.sfd.acquire() {
+		err = net.ErrClosed
+	} else {
+		if !c.recvOnce(uintptr(c.sfd.fd)) {
+			err = os.ErrDeadlineExceeded // the receive timeout of SetReadDeadline expired
+		}
+		c.sfd.release()
+	}
 	c.riov.Base = nil // do not pin the caller's buffer
-	if err == nil {
-		err = c.rerr
+	if err == nil && c.rerr != 0 {
+		err = fmt.Errorf("vfio-user: recvmsg: %w", c.rerr)
+	}
+	if err == nil && c.rn == 0 {
+		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
+		if c.isClosed() { // our own Close (a blocking Conn's shutdown reads as end of stream)
+			err = net.ErrClosed
+		}
 		return 0, err
-	}
-	if c.rn == 0 {
-		return 0, io.ErrUnexpectedEOF
 	}
 	if c.rmsg.Controllen > 0 || c.rmsg.Flags&unix.MSG_CTRUNC != 0 {
 		c.queueFDs(c.roob[:c.rmsg.Controllen], at+uint64(c.rn)-1, c.rmsg.Flags&unix.MSG_CTRUNC != 0)
@@ -259,23 +373,43 @@ func (c *Conn) recv(p []byte, at uint64) (int, error) {
 	return c.rn, nil
 }
 
+// recvOnce is one recvmsg into c.rmsg (a field of the heap-allocated Conn, so the address
+// handed to the kernel stays valid).
 func (c *Conn) recvOnce(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.rmsg)), unix.MSG_CMSG_CLOEXEC)
-		switch errno {
-		case 0:
-			c.rn, c.rerr = int(n), nil
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false // wait for the poller
-		default:
-			c.rn, c.rerr = 0, fmt.Errorf("vfio-user: recvmsg: %w", errno)
+	args := [6]uintptr{fd, uintptr(unsafe.Pointer(&c.rmsg)), unix.MSG_CMSG_CLOEXEC}
+	var done bool
+	if c.sfd != nil && c.ryield.Swap(false) {
+		// Before blocking, let what the caller made runnable run (see yieldBeforeBlocking),
+		// unless the next message is already there.
+		c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, false, true)
+		if done {
 			return true
 		}
+		if c.runnable() {
+			runtime.Gosched()
+		}
 	}
+	c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, c.sfd != nil, false)
+	return done
 }
+
+// runnable reports whether any goroutine waits for a processor. Reading the scheduler gauge
+// costs ~0.1 µs; yielding when nothing waits would cost far more (runtime.Gosched wakes an idle
+// thread, which then takes this goroutine to another CPU: a register read right after a write
+// measured ~3 µs slower). A runtime without the gauge always yields.
+func (c *Conn) runnable() bool {
+	metrics.Read(c.rsched[:])
+	v := c.rsched[0].Value
+	return v.Kind() != metrics.KindUint64 || v.Uint64() > 0
+}
+
+// yieldBeforeBlocking asks the next read of a blocking Conn to let runnable goroutines run
+// before it blocks, if it has to. Call it after doing something that may have woken goroutines
+// (a Device method starting an engine, a reply handed to a waiting caller): those are queued
+// on the current goroutine's processor, and a thread blocked in recvmsg keeps its processor,
+// so they would wait until the runtime's monitor takes it away (20 µs to 10 ms later) or the
+// next message arrives. A Conn on the poller needs none of this: parking in the poller runs them.
+func (c *Conn) yieldBeforeBlocking() { c.ryield.Store(true) }
 
 // queueFDs records the descriptors of one recvmsg. When the Conn is already closed they are
 // closed at once, so a concurrent Close never leaks them.
@@ -295,6 +429,7 @@ func (c *Conn) queueFDs(oob []byte, last uint64, truncated bool) {
 		return
 	}
 	c.fdq = append(c.fdq, fdBatch{last: last, fds: fds, truncated: truncated})
+	c.rbatches = len(c.fdq)
 }
 
 // WriteMessage sends one message: h (Size is filled in) followed by the concatenation of parts,
@@ -311,6 +446,15 @@ func (c *Conn) WriteMessage(h Header, fds []int, parts ...[]byte) error {
 	h.Size = uint32(total)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if len(fds) == 0 && total <= smallWrite {
+		b := c.wsmall[:total]
+		h.Put(b)
+		off := HeaderSize
+		for _, p := range parts {
+			off += copy(b[off:], p)
+		}
+		return c.sendBuf(b)
+	}
 	h.Put(c.whdr[:])
 	var bufs [3][]byte
 	bufs[0] = c.whdr[:]
@@ -324,6 +468,37 @@ func (c *Conn) WriteRaw(b []byte, fds []int) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.sendAll([][]byte{b}, len(b), fds)
+}
+
+// sendBuf writes all of b, which lies in c.wsmall, with send(2). Called with wmu.
+func (c *Conn) sendBuf(b []byte) error {
+	if c.sfd == nil {
+		for len(b) > 0 {
+			c.wbuf = b
+			if err := c.write(c.sendtoFn); err != nil {
+				return err
+			}
+			b = b[c.wn:]
+		}
+		return nil
+	}
+	// The blocking Conn's hot path, kept flat: a reply to a register access ends here.
+	if !c.sfd.acquire() {
+		return net.ErrClosed
+	}
+	defer c.sfd.release()
+	for len(b) > 0 {
+		n, errno, _ := sockCall(unix.SYS_SENDTO,
+			[6]uintptr{uintptr(c.sfd.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_NOSIGNAL}, 3, true, true)
+		if errno != 0 {
+			if c.isClosed() {
+				return net.ErrClosed
+			}
+			return fmt.Errorf("vfio-user: send: %w", errno)
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // sendAll writes every byte of bufs with as many sendmsg calls as it takes. Called with wmu.
@@ -342,11 +517,8 @@ func (c *Conn) sendAll(bufs [][]byte, total int, fds []int) error {
 			c.wmsg.Control = &oob[0]
 			c.wmsg.SetControllen(len(oob))
 		}
-		err := c.raw.Write(c.sendFn)
+		err := c.write(c.sendFn)
 		c.clearIovecs()
-		if err == nil {
-			err = c.werr
-		}
 		if err != nil {
 			return err
 		}
@@ -354,6 +526,27 @@ func (c *Conn) sendAll(bufs [][]byte, total int, fds []int) error {
 		oob = nil // descriptors travel once, with the first chunk
 	}
 	return nil
+}
+
+// write runs one send callback (sendOnce or sendtoOnce) on the socket, through the poller or
+// on the bare descriptor. Called with wmu.
+func (c *Conn) write(f func(fd uintptr) bool) error {
+	var err error
+	if c.sfd == nil {
+		err = c.raw.Write(f)
+	} else if !c.sfd.acquire() {
+		err = net.ErrClosed
+	} else {
+		f(uintptr(c.sfd.fd))
+		c.sfd.release()
+	}
+	if err == nil && c.werr != 0 {
+		err = fmt.Errorf("vfio-user: send: %w", c.werr)
+	}
+	if err != nil && c.isClosed() {
+		err = net.ErrClosed
+	}
+	return err
 }
 
 // setIovecs points the iovecs at bufs, skipping the first skip bytes; it returns their count.
@@ -380,20 +573,19 @@ func (c *Conn) clearIovecs() {
 	c.wmsg.Control = nil
 }
 
+// sendOnce is one sendmsg of c.wmsg; sendtoOnce one send(2) of c.wbuf (inside c.wsmall). Both
+// hand the kernel addresses inside the heap-allocated Conn, which stay valid. sendtoOnce
+// serves the poller's Conn only; a blocking Conn's sendBuf calls send(2) itself.
 func (c *Conn) sendOnce(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&c.wmsg)), unix.MSG_NOSIGNAL)
-		switch errno {
-		case 0:
-			c.wn, c.werr = int(n), nil
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			c.wn, c.werr = 0, fmt.Errorf("vfio-user: sendmsg: %w", errno)
-			return true
-		}
-	}
+	var done bool
+	c.wn, c.werr, done = sockCall(unix.SYS_SENDMSG,
+		[6]uintptr{fd, uintptr(unsafe.Pointer(&c.wmsg)), unix.MSG_NOSIGNAL}, 2, c.sfd != nil, true)
+	return done
+}
+
+func (c *Conn) sendtoOnce(fd uintptr) bool {
+	var done bool
+	c.wn, c.werr, done = sockCall(unix.SYS_SENDTO,
+		[6]uintptr{fd, uintptr(unsafe.Pointer(&c.wbuf[0])), uintptr(len(c.wbuf)), unix.MSG_NOSIGNAL}, 3, c.sfd != nil, true)
+	return done
 }

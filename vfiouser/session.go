@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxPooledPayload keeps one huge message from pinning its buffer in the pool forever.
+// maxPooledPayload keeps one huge message from pinning its buffer (in the pool, or as the
+// reader's message) forever.
 const maxPooledPayload = 64 << 10
 
 // session is one client connection. Two roles move between goroutines (see doc.go):
@@ -26,11 +27,12 @@ const maxPooledPayload = 64 << 10
 // executes, the reader role is vacant; if a Peer request is (or becomes) outstanding, a new
 // goroutine takes the reader role at once, so the reply is read whatever the executor waits for.
 type session struct {
-	dev  Device
-	log  *slog.Logger
-	rl   *ratelog.Limiter
-	conn *Conn
-	peer *peer
+	dev   Device
+	log   *slog.Logger
+	rl    *ratelog.Limiter
+	debug bool // debug logging, decided once per connection: the check is on every message
+	conn  *Conn
+	peer  *peer
 
 	readerDone chan struct{} // the connection is gone; teardown is under way
 	finished   chan struct{} // teardown complete, Disconnected returned
@@ -55,7 +57,7 @@ type session struct {
 }
 
 func newSession(s *Server, uc *net.UnixConn) (*session, error) {
-	conn, err := NewConn(uc)
+	conn, err := NewBlockingConn(uc)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +70,7 @@ func newSession(s *Server, uc *net.UnixConn) (*session, error) {
 		finished:   make(chan struct{}),
 		out:        make([]byte, 0, 4096),
 	}
+	ss.debug = s.log.Enabled(context.Background(), slog.LevelDebug)
 	ss.peer = newPeer(conn, s.log, s.opts.peerTimeout, ss.ensureReader)
 	ss.peer.rl = s.rl
 	ss.queueCond.L = &ss.mu
@@ -105,45 +108,65 @@ func (ss *session) serve(ctx context.Context) error {
 }
 
 // readLoop runs while this goroutine holds the reader role. It returns when reading fails, or
-// after executing commands when another goroutine has taken the reader role meanwhile.
+// after executing commands when another goroutine has taken the reader role meanwhile. The
+// message it reads into is reused for the next one unless it was queued for another executor.
 func (ss *session) readLoop() {
+	var m *Message
 	for {
-		m := ss.getMsg()
+		if m == nil {
+			m = ss.getMsg()
+		}
 		if err := ss.conn.ReadMessage(m); err != nil {
 			ss.putMsg(m)
 			ss.readFailed(err)
 			return
 		}
-		if ss.log.Enabled(context.Background(), slog.LevelDebug) {
+		if ss.debug {
 			ss.log.Debug("vfio-user: recv", "cmd", m.Cmd, "id", m.ID, "size", m.Size,
 				"flags", m.Flags, "fds", len(m.FDs))
 		}
 		if m.IsReply() {
 			ss.peer.complete(m)
-			m.CloseFDs() // replies to DMA requests never carry fds
-			ss.putMsg(m)
+			ss.conn.yieldBeforeBlocking() // the caller waiting for this reply is runnable now
+			m.CloseFDs()                  // replies to DMA requests never carry fds
+			trimPayload(m)
 			continue
 		}
 		if !ss.startExec(m) {
-			continue // queued behind the command another goroutine is running
+			m = nil // queued behind the command another goroutine is running: no longer ours
+			continue
 		}
-		ss.execLoop(m)
-		if !ss.reclaimReader() {
+		if !ss.execLoop(m) {
+			ss.putMsg(m)
 			return
 		}
+		trimPayload(m)
 	}
 }
 
 // startExec makes the calling reader the executor of m, leaving the reader role vacant (or
 // handing it to a helper when a Peer reply is awaited). If another goroutine is executing, m
 // is queued behind it instead and false is returned.
+//
+// The queue is bounded: a client that floods commands while the executor is busy stops being
+// read until there is room. While this reader waits for room the executor may drain the whole
+// queue and give up its role, so after every wait both conditions are looked at again: a
+// command appended to the queue with no executor left would wait, unanswered, for whatever
+// command came next (and then run after it).
 func (ss *session) startExec(m *Message) bool {
 	ss.mu.Lock()
-	if ss.execBusy {
-		// Bounded: a client that floods commands while the executor is stuck stops being read.
-		for len(ss.queue) >= commandQueueDepth && !ss.gone.Load() {
-			ss.queueCond.Wait()
+	for ss.execBusy && len(ss.queue) >= commandQueueDepth && !ss.gone.Load() {
+		if h := queueWaitHook.waiting; h != nil {
+			h()
 		}
+		ss.queueCond.Wait()
+		if h := queueWaitHook.woke; h != nil {
+			ss.mu.Unlock()
+			h(ss.executing)
+			ss.mu.Lock()
+		}
+	}
+	if ss.execBusy {
 		ss.queue = append(ss.queue, m)
 		ss.mu.Unlock()
 		return false
@@ -156,6 +179,23 @@ func (ss *session) startExec(m *Message) bool {
 		go ss.helperReader()
 	}
 	return true
+}
+
+// queueWaitHook is set by tests only, to force the interleaving that once lost a command: a
+// reader waiting for room in the command queue while the executor drains all of it. waiting
+// runs (with the session lock held; it must not block) each time a reader is about to wait for
+// room; woke runs without the lock each time it woke up, and may hold it there until the
+// executor is gone (executing reports whether one is running).
+var queueWaitHook struct {
+	waiting func()
+	woke    func(executing func() bool)
+}
+
+// executing reports whether a goroutine holds the executor role.
+func (ss *session) executing() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.execBusy
 }
 
 // ensureReader is called by the Peer after it registered a request: if nobody reads the
@@ -185,20 +225,28 @@ func (ss *session) helperReader() {
 	ss.readLoop()
 }
 
-// execLoop runs m, then whatever other readers queued meanwhile, then gives up the executor role.
-func (ss *session) execLoop(m *Message) {
+// execLoop runs m, then whatever other readers queued meanwhile, then gives up the executor
+// role and takes the reader role back if it is still vacant, all in one critical section. It
+// reports whether the caller holds the reader role again (else a helper reads, and the caller
+// leaves). m stays the caller's; queued messages go back to the pool.
+func (ss *session) execLoop(m *Message) bool {
+	first := m
 	for {
 		if !ss.gone.Load() {
 			ss.handle(m)
 		}
 		m.CloseFDs() // whatever the handler did not take
-		ss.putMsg(m)
+		if m != first {
+			ss.putMsg(m)
+		}
 
 		ss.mu.Lock()
 		if len(ss.queue) == 0 {
 			ss.execBusy = false
+			reclaimed := ss.readerVacant
+			ss.readerVacant = false
 			ss.mu.Unlock()
-			return
+			return reclaimed
 		}
 		m = ss.queue[0]
 		ss.queue[0] = nil
@@ -206,17 +254,6 @@ func (ss *session) execLoop(m *Message) {
 		ss.queueCond.Signal()
 		ss.mu.Unlock()
 	}
-}
-
-// reclaimReader takes the reader role back after executing, unless a helper holds it.
-func (ss *session) reclaimReader() bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if !ss.readerVacant {
-		return false
-	}
-	ss.readerVacant = false
-	return true
 }
 
 // readFailed ends the connection: it wakes everything that waits on it and fails every
@@ -267,10 +304,15 @@ func (ss *session) handle(m *Message) {
 		ss.connected = true
 		ss.dev.Connected(ss.peer)
 	}
+	if m.Cmd != CmdRegionRead {
+		// Writes ring doorbells and start engines; maps, IRQ changes and resets wake or
+		// stop them. A register read is assumed not to: it is the hot path.
+		ss.conn.yieldBeforeBlocking()
+	}
 }
 
 func (ss *session) send(h Header, payload []byte, fds []int) {
-	if ss.log.Enabled(context.Background(), slog.LevelDebug) {
+	if ss.debug {
 		ss.log.Debug("vfio-user: send", "cmd", h.Cmd, "id", h.ID, "size", HeaderSize+len(payload),
 			"flags", h.Flags, "error", h.Error, "fds", len(fds))
 	}
@@ -308,9 +350,14 @@ func (ss *session) end(err error) {
 func (ss *session) getMsg() *Message { return ss.pool.Get().(*Message) }
 
 func (ss *session) putMsg(m *Message) {
+	trimPayload(m)
+	m.FDs = m.FDs[:0]
+	ss.pool.Put(m)
+}
+
+// trimPayload drops a huge payload buffer, so one big message does not pin it for good.
+func trimPayload(m *Message) {
 	if cap(m.Payload) > maxPooledPayload {
 		m.Payload = nil
 	}
-	m.FDs = m.FDs[:0]
-	ss.pool.Put(m)
 }

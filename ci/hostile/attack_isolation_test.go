@@ -82,11 +82,12 @@ func attackDisconnectIsolation(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	m0 := d1.vramU32(vMarker + 64)
-	time.Sleep(20 * time.Millisecond)
-	if d1.vramU32(vMarker+64) == m0 {
-		t.Fatal("setup: the self-kicking loop (a) does not run")
+	for deadline := time.Now().Add(livenessTimeout); d1.vramU32(vMarker+64) == m0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("setup: the self-kicking loop (a) did not run within %v", livenessTimeout)
+		}
 	}
-	if state, code, _ := d1.status(2); state != abi.HQD_STATE_WAITING {
+	if state, code, _ := d1.awaitState(2, abi.HQD_STATE_WAITING, livenessTimeout); state != abi.HQD_STATE_WAITING {
 		t.Fatalf("setup: queue (b) is %s, want WAITING on its gate", describeState(state, code))
 	}
 	discarded0, _ := d1.reg(abi.REG_L2_DISCARDED)

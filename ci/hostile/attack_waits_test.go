@@ -54,9 +54,8 @@ func attackWaitFlood(t *testing.T, e *env) {
 		}
 		qs[slot] = q
 	}
-	time.Sleep(50 * time.Millisecond)
 	for _, q := range qs {
-		if state, code, err := d.status(q.slot); err != nil || state != abi.HQD_STATE_WAITING {
+		if state, code, err := d.awaitState(q.slot, abi.HQD_STATE_WAITING, livenessTimeout); err != nil || state != abi.HQD_STATE_WAITING {
 			t.Fatalf("slot %d: %s (%v), want WAITING before the flood", q.slot, describeState(state, code), err)
 		}
 	}

@@ -458,6 +458,20 @@ func (d *driver) status(slot int) (state, code uint32, err error) {
 		v & abi.REG_HQD_STATUS__ERROR_MASK >> abi.REG_HQD_STATUS__ERROR__SHIFT, err
 }
 
+// awaitState polls the slot's state until it is want or timeout passes, and returns the state
+// it saw last. Setups use it instead of a fixed sleep: on a loaded machine a queue may take far
+// longer than usual to reach the packet it is meant to park on.
+func (d *driver) awaitState(slot int, want uint32, timeout time.Duration) (state, code uint32, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		state, code, err = d.status(slot)
+		if err != nil || state == want || time.Now().After(deadline) {
+			return state, code, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // settle waits until the queue has executed everything submitted (rptr reached the wptr) or
 // halted, or timeout passes; it returns the state it saw last.
 func (q *queue) settle(timeout time.Duration) (state, code uint32, err error) {

@@ -114,7 +114,10 @@ func Dial(path string) (*Client, error) {
 
 // NewClient starts a client on a connected socket; the client owns uc.
 func NewClient(uc *net.UnixConn, opts ...Option) (*Client, error) {
-	conn, err := vfiouser.NewConn(uc)
+	// Blocking, like the server and like QEMU, which shares no scheduler with the server: a
+	// client on the runtime's poller in the server's own process lets one thread run client,
+	// reader and engine with no OS wake-up, which no real client gets.
+	conn, err := vfiouser.NewBlockingConn(uc)
 	if err != nil {
 		uc.Close()
 		return nil, err
