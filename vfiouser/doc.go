@@ -33,6 +33,17 @@
 // Measured with a Go client in another process: a trapped register read −20%, doorbell →
 // interrupt and DMA through the client unchanged or faster, posted writes unchanged.
 //
+// What is left of a trapped register read's cost above the C echo (bench's C client, both ends
+// on one CPU; a 2-core Firecracker guest, kernel 6.18) is mostly not this package's code.
+// Stand-in servers answering the same REGION_READ in the same runs, medians over the echo:
+// single-threaded C with recv(2), +0 to +0.1 µs; a Go server that only frames and replies,
+// with recvfrom, +0.8; the same with recvmsg(2), +1.2 to +1.3 (recvmsg costs 0.3–0.5 µs more
+// than recv in C too, with or without a control buffer); this package with the device, +1.5.
+// recvmsg cannot be avoided: SCM_RIGHTS descriptors are attached to the first bytes of their
+// message and are discarded by any read without a control buffer, and nothing cheaper than a
+// system call tells whether the next bytes carry some. So +1 µs is below what any Go server
+// that reads with recvmsg measured on that machine.
+//
 // With the client in the server's own process (this package's benchmarks, bench) the poller
 // design could run client, reader and engine goroutines on one thread without any OS wake-up,
 // a shortcut no real client has: the Go client's register read measured ~8 µs in-process
