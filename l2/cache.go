@@ -120,19 +120,19 @@ func (e *WriteBackError) Unwrap() error { return e.Err }
 // lines over a Backing, with deterministic LRU replacement in each set. All methods are safe
 // for concurrent use; accesses to lines of different sets never wait for each other.
 type Cache struct {
-	b        Backing
-	direct   DirectBacking // b's never-waiting path, or nil when b itself never waits
-	copier   DirectCopier  // b's one-copy path, or nil
-	log      *slog.Logger
-	ways     int
-	setMask  uint64
-	sets     []set
-	areas    [areaStripes]atomic.Int32 // lines (any state) per area stripe
+	b       Backing
+	direct  DirectBacking // b's never-waiting path, or nil when b itself never waits
+	copier  DirectCopier  // b's one-copy path, or nil
+	log     *slog.Logger
+	ways    int
+	setMask uint64
+	sets    []set
+	areas   [areaStripes]atomic.Int32 // lines (any state) per area stripe
 	// writing counts the uncached writes in progress per area stripe (memory written behind
 	// the lines, until those lines are updated or dropped): strict mode does not call a
 	// difference stale while one is (the reader is concurrent with the write).
-	writing [areaStripes]atomic.Int32
-	slotDirt [slotBits]atomic.Int64    // per slot: dirty lines it wrote
+	writing  [areaStripes]atomic.Int32
+	slotDirt [slotBits]atomic.Int64 // per slot: dirty lines it wrote
 
 	// Everything below is readable without any set lock, so register reads never wait.
 	strict   atomic.Bool
