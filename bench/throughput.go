@@ -99,20 +99,8 @@ func (t packetTarget) op(ringDwords int) Op {
 		}
 		c.StopTimer()
 		defer c.StartTimer()
-		// The CP publishes its count when a batch ends, just after the fence may be seen.
-		want := uint64(n) + uint64(seq-first+1)
-		var counted uint64
-		for deadline := time.Now().Add(irqTimeout); ; time.Sleep(10 * time.Microsecond) {
-			after, err := t.packets()
-			if err != nil {
-				return err
-			}
-			if counted = after - before; counted >= want || time.Now().After(deadline) {
-				break
-			}
-		}
-		if counted != want {
-			return fmt.Errorf("CP counted %d packets, %d were submitted", counted, want)
+		if err := checkPackets(t.packets, before, uint64(n)+uint64(seq-first+1)); err != nil {
+			return err
 		}
 		if got := t.readDst(); got != value {
 			return fmt.Errorf("destination holds %d after the last packet wrote %d", got, value)
@@ -271,4 +259,24 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// checkPackets waits (bounded) until the CP's packet counter, read by packets, has grown by
+// want since before, and fails if it grew by anything else: every submitted packet ran, once.
+// The CP publishes its count when a batch ends, just after the fence may be seen.
+func checkPackets(packets func() (uint64, error), before, want uint64) error {
+	var counted uint64
+	for deadline := time.Now().Add(irqTimeout); ; time.Sleep(10 * time.Microsecond) {
+		after, err := packets()
+		if err != nil {
+			return err
+		}
+		if counted = after - before; counted >= want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if counted != want {
+		return fmt.Errorf("CP counted %d packets, %d were submitted", counted, want)
+	}
+	return nil
 }

@@ -257,20 +257,8 @@ func (v *vmRig) op(qs []*vmQueue) Op {
 		}
 		c.StopTimer()
 		defer c.StartTimer()
-		// The CP publishes its count when a batch ends, just after the fence may be seen.
-		wantPackets := uint64(n) + uint64(chunks)
-		var counted uint64
-		for deadline := time.Now().Add(irqTimeout); ; time.Sleep(10 * time.Microsecond) {
-			after, err := v.packets()
-			if err != nil {
-				return err
-			}
-			if counted = after - before; counted >= wantPackets || time.Now().After(deadline) {
-				break
-			}
-		}
-		if counted != wantPackets {
-			return fmt.Errorf("CP counted %d packets, %d were submitted", counted, wantPackets)
+		if err := checkPackets(v.packets, before, uint64(n)+uint64(chunks)); err != nil {
+			return err
 		}
 		for _, q := range qs {
 			if got := q.dst(); got != q.value {
