@@ -268,7 +268,7 @@ var Blocks = []Block{
 			{Name: "FENCES", Offset: 0x4C, Access: RO, Doc: "RELEASE_MEM fences written by this queue since it was started."},
 		},
 	},
-	vmBlock, vmContextBlock, vmInvalidateBlock,
+	vmBlock, vmContextBlock, vmInvalidateBlock, mesBlock,
 	{
 		Name: "CONFIG", Base: 0x8000, Size: 0x20,
 		Doc: "Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0).",
@@ -292,7 +292,7 @@ var Blocks = []Block{
 }
 
 // Groups holds the enumerated values and layout numbers of the interface.
-var Groups = append(baseGroups, memoryGroups...)
+var Groups = append(append(baseGroups, memoryGroups...), mesGroups...)
 
 // baseGroups: PCI, BAR, identity and self-test values.
 var baseGroups = []ConstGroup{
@@ -325,7 +325,7 @@ var baseGroups = []ConstGroup{
 	{Prefix: "ID_", Doc: "Identity values.", Consts: []Const{
 		{Name: "MAGIC_VALUE", Value: 0x55504756, Doc: "\"VGPU\" as bytes in memory order."},
 		{Name: "VERSION_MAJOR", Value: 1},
-		{Name: "VERSION_MINOR", Value: 2, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams)."},
+		{Name: "VERSION_MINOR", Value: 3, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL)."},
 	}},
 	{Prefix: "SELFTEST_", Doc: "Self-test DMA status codes and bounds.", Consts: []Const{
 		{Name: "DMA_MAX_LEN", Value: 1 << 20, Doc: "Largest self-test transfer in bytes."},

@@ -41,6 +41,7 @@ var memoryGroups = []ConstGroup{
 		c("RELEASE_MEM", 0x49, ""), c("DMA_DATA", 0x50, ""), c("ACQUIRE_MEM", 0x58, ""),
 		c("SET_CONFIG_REG", 0x68, ""), c("SET_SH_REG", 0x76, ""), c("SET_UCONFIG_REG", 0x79, ""),
 		c("INVALIDATE_TLBS", 0x98, "Invalidate the TLBs of every VMID 1..15 whose VM_PASID_LUT entry holds the PASID (2 dwords)."),
+		c("PROTECTED_FENCE_SIGNAL", 0xD0, "Advance the queue's protected fence (see PM4_PROTECTED_FENCE_*)."),
 	)},
 	{Prefix: "PM4_INVALIDATE_TLBS_", Doc: "INVALIDATE_TLBS DW1 (AMD nvd.h PACKET3_INVALIDATE_TLBS_*).", Consts: consts(
 		field("DST_SEL", 0, 4, "amdgpu's KIQ writes 1; vgpu has one hub and accepts any value."),

@@ -567,6 +567,121 @@ const (
 	REG_VM_INV_ENG_ADDR_RANGE_LO = 0xc
 	// REG_VM_INV_ENG_ADDR_RANGE_HI RW. Page address bits [4:0]; amdgpu writes 0x1F.
 	REG_VM_INV_ENG_ADDR_RANGE_HI = 0x10
+	// BLOCK_MES_BASE The scheduler firmware: its API ring (a CP-style ring of 64-dword frames, VMID 0), its health and error reporting, the unmapped-doorbell intercept and a per-queue status window.
+	BLOCK_MES_BASE = 0x4000
+	BLOCK_MES_SIZE = 0x100
+	// REG_MES_RING_ACTIVE RW. Write 1 to start the scheduler on the programmed ring (rptr = wptr = 0; the ring is checked as an HQD's). Write 0 to halt it: every queue it mapped is stopped at once (not saved) and every table is forgotten, as a MES pipe reset. Reads 1 while it runs.
+	REG_MES_RING_ACTIVE = 0x4000
+	// REG_MES_RING_BASE_LO RW. API ring GPU address (VMID 0, 256-byte aligned), low 32 bits.
+	REG_MES_RING_BASE_LO = 0x4004
+	// REG_MES_RING_BASE_HI RW.
+	REG_MES_RING_BASE_HI = 0x4008
+	// REG_MES_RING_CONTROL RW.
+	REG_MES_RING_CONTROL = 0x400c
+	// REG_MES_RING_CONTROL__QUEUE_SIZE__SHIFT Ring size is 2^(QUEUE_SIZE+1) dwords, at least 128 (two frames): 6..20.
+	REG_MES_RING_CONTROL__QUEUE_SIZE__SHIFT = 0x0
+	REG_MES_RING_CONTROL__QUEUE_SIZE_MASK   = 0x3f
+	// REG_MES_RING_RPTR RO. Read pointer in dwords (wraps with the ring): the first frame not yet completed.
+	REG_MES_RING_RPTR = 0x4010
+	// REG_MES_RING_RPTR_REPORT_ADDR_LO RW. Where the scheduler writes the 32-bit rptr after each frame (0: nowhere), low 32 bits.
+	REG_MES_RING_RPTR_REPORT_ADDR_LO = 0x4014
+	// REG_MES_RING_RPTR_REPORT_ADDR_HI RW.
+	REG_MES_RING_RPTR_REPORT_ADDR_HI = 0x4018
+	// REG_MES_RING_WPTR_LO RW. Write pointer in dwords (monotonic, 64-bit, a multiple of 64); writing it kicks the scheduler like its doorbell.
+	REG_MES_RING_WPTR_LO = 0x401c
+	// REG_MES_RING_WPTR_HI RW.
+	REG_MES_RING_WPTR_HI = 0x4020
+	// REG_MES_RING_DOORBELL RW. The API ring's doorbell (amdgpu: mes_ring0 << 1).
+	REG_MES_RING_DOORBELL = 0x4024
+	// REG_MES_RING_DOORBELL__OFFSET__SHIFT Doorbell dword index.
+	REG_MES_RING_DOORBELL__OFFSET__SHIFT = 0x2
+	REG_MES_RING_DOORBELL__OFFSET_MASK   = 0xffffffc
+	REG_MES_RING_DOORBELL__EN__SHIFT     = 0x1e
+	REG_MES_RING_DOORBELL__EN_MASK       = 0x40000000
+	// REG_MES_STATUS RO.
+	REG_MES_STATUS = 0x4028
+	// REG_MES_STATUS__STATE__SHIFT A MES_STATE_* value.
+	REG_MES_STATUS__STATE__SHIFT = 0x0
+	REG_MES_STATUS__STATE_MASK   = 0xf
+	// REG_MES_STATUS__HW_RESOURCES__SHIFT SET_HW_RESOURCES has been accepted.
+	REG_MES_STATUS__HW_RESOURCES__SHIFT = 0x4
+	REG_MES_STATUS__HW_RESOURCES_MASK   = 0x10
+	// REG_MES_STATUS__ERROR__SHIFT MES_STATE_HALTED: the MES_ERR_* that halted the ring (a ring configuration or ring fetch failure).
+	REG_MES_STATUS__ERROR__SHIFT = 0x8
+	REG_MES_STATUS__ERROR_MASK   = 0xff00
+	// REG_MES_VERSION RO. As CP_MES_GP3_LO: scheduler firmware version [11:0] (MES_SCHED_FW_VERSION) and API version [23:12] (MES_SCHED_API_VERSION).
+	REG_MES_VERSION = 0x402c
+	// REG_MES_FRAMES RO. Frames completed successfully (api_status written) since the scheduler started.
+	REG_MES_FRAMES = 0x4030
+	// REG_MES_FRAME_ERRORS RO. Frames that failed (api_status not written) since the scheduler started.
+	REG_MES_FRAME_ERRORS = 0x4034
+	// REG_MES_LAST_ERROR RO. The last frame that failed.
+	REG_MES_LAST_ERROR = 0x4038
+	// REG_MES_LAST_ERROR__REASON__SHIFT A MES_ERR_* value.
+	REG_MES_LAST_ERROR__REASON__SHIFT = 0x0
+	REG_MES_LAST_ERROR__REASON_MASK   = 0xff
+	// REG_MES_LAST_ERROR__OPCODE__SHIFT Its MES_SCH_API_* opcode.
+	REG_MES_LAST_ERROR__OPCODE__SHIFT = 0x8
+	REG_MES_LAST_ERROR__OPCODE_MASK   = 0xff00
+	// REG_MES_LAST_ERROR__SUB__SHIFT MISC: its sub-opcode.
+	REG_MES_LAST_ERROR__SUB__SHIFT = 0x10
+	REG_MES_LAST_ERROR__SUB_MASK   = 0xff0000
+	// REG_MES_LAST_ERROR_RPTR RO. Ring dword offset (wrapped) of the frame that failed last.
+	REG_MES_LAST_ERROR_RPTR = 0x403c
+	// REG_MES_CNTL RW.
+	REG_MES_CNTL = 0x4040
+	// REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE__SHIFT 1: doorbells of unmapped queues are not intercepted (as a part without CP_UNMAPPED_DOORBELL): only MISC NOTIFY_WORK_ON_UNMAPPED_QUEUE and the aggregated doorbells make the scheduler look at their wptr.
+	REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE__SHIFT = 0x0
+	REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE_MASK   = 0x1
+	// REG_MES_QUERY_DOORBELL RW. Doorbell offset (dword index, as ADD_QUEUE's) of the queue the QUERY_* registers describe.
+	REG_MES_QUERY_DOORBELL = 0x4044
+	// REG_MES_QUERY_STATUS RO.
+	REG_MES_QUERY_STATUS = 0x4048
+	// REG_MES_QUERY_STATUS__KNOWN__SHIFT A queue with that doorbell is added.
+	REG_MES_QUERY_STATUS__KNOWN__SHIFT = 0x0
+	REG_MES_QUERY_STATUS__KNOWN_MASK   = 0x1
+	// REG_MES_QUERY_STATUS__MAPPED__SHIFT It occupies an HQD slot.
+	REG_MES_QUERY_STATUS__MAPPED__SHIFT = 0x1
+	REG_MES_QUERY_STATUS__MAPPED_MASK   = 0x2
+	// REG_MES_QUERY_STATUS__HUNG__SHIFT Its preemption timed out: it keeps its slot until RESET.
+	REG_MES_QUERY_STATUS__HUNG__SHIFT      = 0x2
+	REG_MES_QUERY_STATUS__HUNG_MASK        = 0x4
+	REG_MES_QUERY_STATUS__SUSPENDED__SHIFT = 0x3
+	REG_MES_QUERY_STATUS__SUSPENDED_MASK   = 0x8
+	// REG_MES_QUERY_STATUS__HAS_WORK__SHIFT Its wptr is ahead of its rptr (as last seen).
+	REG_MES_QUERY_STATUS__HAS_WORK__SHIFT = 0x4
+	REG_MES_QUERY_STATUS__HAS_WORK_MASK   = 0x10
+	// REG_MES_QUERY_STATUS__PRIORITY__SHIFT gang_global_priority_level (MES_PRIORITY_*).
+	REG_MES_QUERY_STATUS__PRIORITY__SHIFT = 0x5
+	REG_MES_QUERY_STATUS__PRIORITY_MASK   = 0xe0
+	// REG_MES_QUERY_STATUS__SLOT__SHIFT HQD slot while mapped, else 0xFF.
+	REG_MES_QUERY_STATUS__SLOT__SHIFT = 0x8
+	REG_MES_QUERY_STATUS__SLOT_MASK   = 0xff00
+	// REG_MES_QUERY_STATUS__VMID__SHIFT Its process's VMID (0: none assigned now).
+	REG_MES_QUERY_STATUS__VMID__SHIFT = 0x10
+	REG_MES_QUERY_STATUS__VMID_MASK   = 0xf0000
+	// REG_MES_QUERY_MAPS RO. Times the queue was mapped.
+	REG_MES_QUERY_MAPS = 0x404c
+	// REG_MES_QUERY_PREEMPTS RO. Times it was unmapped with its state saved.
+	REG_MES_QUERY_PREEMPTS = 0x4050
+	// REG_MES_QUERY_RPTR_LO RO. Its read pointer (monotonic dwords) as last saved or seen, low 32 bits.
+	REG_MES_QUERY_RPTR_LO = 0x4054
+	// REG_MES_QUERY_RPTR_HI RO.
+	REG_MES_QUERY_RPTR_HI = 0x4058
+	// REG_MES_QUEUES RO. Queues added now.
+	REG_MES_QUEUES = 0x405c
+	// REG_MES_MAPPED RO. Queues mapped now.
+	REG_MES_MAPPED = 0x4060
+	// REG_MES_HUNG RO. Queues marked hung now.
+	REG_MES_HUNG = 0x4064
+	// REG_MES_MAPS RO. Maps since the scheduler started.
+	REG_MES_MAPS = 0x4068
+	// REG_MES_UNMAPS RO. Unmaps since the scheduler started (each saved the queue's state).
+	REG_MES_UNMAPS = 0x406c
+	// REG_MES_UNMAPPED_DOORBELLS RO. Doorbell writes that reached the scheduler for a queue not mapped.
+	REG_MES_UNMAPPED_DOORBELLS = 0x4070
+	// REG_MES_PROCESSES RO. Processes known now (added queues' distinct process contexts).
+	REG_MES_PROCESSES = 0x4074
 	// BLOCK_CONFIG_BASE Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0).
 	BLOCK_CONFIG_BASE = 0x8000
 	BLOCK_CONFIG_SIZE = 0x20
@@ -641,8 +756,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams).
-	ID_VERSION_MINOR = 0x2
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL).
+	ID_VERSION_MINOR = 0x3
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.
@@ -694,6 +809,8 @@ const (
 	PM4_IT_SET_UCONFIG_REG = 0x79
 	// PM4_IT_INVALIDATE_TLBS Invalidate the TLBs of every VMID 1..15 whose VM_PASID_LUT entry holds the PASID (2 dwords).
 	PM4_IT_INVALIDATE_TLBS = 0x98
+	// PM4_IT_PROTECTED_FENCE_SIGNAL Advance the queue's protected fence (see PM4_PROTECTED_FENCE_*).
+	PM4_IT_PROTECTED_FENCE_SIGNAL = 0xd0
 	// PM4_INVALIDATE_TLBS_DST_SEL__SHIFT amdgpu's KIQ writes 1; vgpu has one hub and accepts any value.
 	PM4_INVALIDATE_TLBS_DST_SEL__SHIFT = 0x0
 	PM4_INVALIDATE_TLBS_DST_SEL_MASK   = 0xf
@@ -1199,6 +1316,502 @@ const (
 	// GPU_FB_BASE Where VRAM appears (GMC_FB_BASE).
 	GPU_FB_BASE = 0x8000000000
 	GPU_VA_BITS = 0x30
+	// MES_SCHED_FW_VERSION MES_VERSION's firmware field: at or above amdgpu's gates (0x63 suspend/resume all, 0x8c queue reset by MES).
+	MES_SCHED_FW_VERSION = 0x8c
+	// MES_SCHED_API_VERSION MES_VERSION's API field: ADD_QUEUE wptr_addr is an MC (VMID 0) address.
+	MES_SCHED_API_VERSION = 0x2
+	// MES_MAX_QUEUES Queues added at once; one more fails with MES_ERR_TOO_MANY_QUEUES.
+	MES_MAX_QUEUES      = 0x1000
+	MES_PRIORITY_LEVELS = 0x5
+	// MES_HUNG_DB_INVALID AMDGPU_MES_INVALID_DB_OFFSET: what the driver pre-fills RESET's doorbell array with.
+	MES_HUNG_DB_INVALID = 0xffffffff
+	// MES_EVENT_BYTES One event-log record (MES_EVT_DW_*).
+	MES_EVENT_BYTES = 0x20
+	// MES_STATE_OFF Not started (or halted by RING_ACTIVE=0).
+	MES_STATE_OFF = 0x0
+	// MES_STATE_RUNNING Processing frames and scheduling.
+	MES_STATE_RUNNING = 0x1
+	// MES_STATE_HALTED The API ring is unusable (MES_STATUS.ERROR); RING_ACTIVE=0 clears it.
+	MES_STATE_HALTED = 0x2
+	// MES_API_HEADER_TYPE__SHIFT MES_API_TYPE_SCHEDULER.
+	MES_API_HEADER_TYPE__SHIFT = 0x0
+	MES_API_HEADER_TYPE_MASK   = 0xf
+	// MES_API_HEADER_OPCODE__SHIFT A MES_SCH_API_* value.
+	MES_API_HEADER_OPCODE__SHIFT = 0x4
+	MES_API_HEADER_OPCODE_MASK   = 0xff0
+	// MES_API_HEADER_DWSIZE__SHIFT Frame size in dwords including the header: 64.
+	MES_API_HEADER_DWSIZE__SHIFT = 0xc
+	MES_API_HEADER_DWSIZE_MASK   = 0xff000
+	MES_API_TYPE_SCHEDULER       = 0x1
+	// MES_API_FRAME_DWORDS API_FRAME_SIZE_IN_DWORDS.
+	MES_API_FRAME_DWORDS = 0x40
+	// MES_API_STATUS_FENCE_ADDR MES_API_STATUS dword 0/1: api_completion_fence_addr (VMID 0, qword aligned).
+	MES_API_STATUS_FENCE_ADDR = 0x0
+	// MES_API_STATUS_FENCE_VALUE MES_API_STATUS dword 2/3: the 64-bit value written there when the frame completed successfully.
+	MES_API_STATUS_FENCE_VALUE        = 0x2
+	MES_SCH_API_SET_HW_RSRC           = 0x0
+	MES_SCH_API_SET_SCHEDULING_CONFIG = 0x1
+	MES_SCH_API_ADD_QUEUE             = 0x2
+	MES_SCH_API_REMOVE_QUEUE          = 0x3
+	// MES_SCH_API_PERFORM_YIELD Accepted: vgpu yields at every quantum anyway.
+	MES_SCH_API_PERFORM_YIELD = 0x4
+	// MES_SCH_API_SET_GANG_PRIORITY_LEVEL Accepted, as CHANGE_GANG_PRIORITY.
+	MES_SCH_API_SET_GANG_PRIORITY_LEVEL = 0x5
+	MES_SCH_API_SUSPEND                 = 0x6
+	MES_SCH_API_RESUME                  = 0x7
+	MES_SCH_API_RESET                   = 0x8
+	// MES_SCH_API_SET_LOG_BUFFER The event log (MES_EVT_*).
+	MES_SCH_API_SET_LOG_BUFFER       = 0x9
+	MES_SCH_API_CHANGE_GANG_PRIORITY = 0xa
+	// MES_SCH_API_QUERY_SCHEDULER_STATUS In-order barrier: completes when every earlier frame has.
+	MES_SCH_API_QUERY_SCHEDULER_STATUS = 0xb
+	// MES_SCH_API_PROGRAM_GDS Accepted (no GDS).
+	MES_SCH_API_PROGRAM_GDS = 0xc
+	// MES_SCH_API_SET_DEBUG_VMID Accepted (no shader debugger).
+	MES_SCH_API_SET_DEBUG_VMID = 0xd
+	// MES_SCH_API_MISC MES_MISC_OP_* sub-operations.
+	MES_SCH_API_MISC                   = 0xe
+	MES_SCH_API_UPDATE_ROOT_PAGE_TABLE = 0xf
+	// MES_SCH_API_AMD_LOG Accepted.
+	MES_SCH_API_AMD_LOG = 0x10
+	// MES_SCH_API_SET_HW_RSRC_1 Accepted (mes_info context).
+	MES_SCH_API_SET_HW_RSRC_1 = 0x13
+	// MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB Ignored (no MM hub).
+	MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB = 0x1
+	// MES_SET_HW_RSRC_DW_VMID_MASK_GFXHUB VMIDs MES may hand to processes: must not include VMID 0.
+	MES_SET_HW_RSRC_DW_VMID_MASK_GFXHUB = 0x2
+	MES_SET_HW_RSRC_DW_GDS_SIZE         = 0x3
+	MES_SET_HW_RSRC_DW_PAGING_VMID      = 0x4
+	// MES_SET_HW_RSRC_DW_COMPUTE_HQD_MASK 8 dwords, one per compute pipe: bit q = HQD slot 1 + pipe*8 + q (vgpu has 2 pipes).
+	MES_SET_HW_RSRC_DW_COMPUTE_HQD_MASK = 0x5
+	// MES_SET_HW_RSRC_DW_GFX_HQD_MASK 2 dwords: bit 0 of the first is HQD slot 0.
+	MES_SET_HW_RSRC_DW_GFX_HQD_MASK = 0xd
+	// MES_SET_HW_RSRC_DW_SDMA_HQD_MASK 2 dwords, ignored (no SDMA engine).
+	MES_SET_HW_RSRC_DW_SDMA_HQD_MASK = 0xf
+	// MES_SET_HW_RSRC_DW_AGGREGATED_DOORBELLS 5 dwords, one doorbell dword index per priority level (0: none).
+	MES_SET_HW_RSRC_DW_AGGREGATED_DOORBELLS          = 0x11
+	MES_SET_HW_RSRC_DW_G_SCH_CTX_GPU_MC_PTR          = 0x16
+	MES_SET_HW_RSRC_DW_QUERY_STATUS_FENCE_GPU_MC_PTR = 0x18
+	MES_SET_HW_RSRC_DW_GC_BASE                       = 0x1a
+	MES_SET_HW_RSRC_DW_MMHUB_BASE                    = 0x22
+	MES_SET_HW_RSRC_DW_OSSSYS_BASE                   = 0x2a
+	MES_SET_HW_RSRC_DW_API_STATUS                    = 0x32
+	MES_SET_HW_RSRC_DW_FLAGS                         = 0x36
+	// MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER Period of the wptr poll of unmapped queues while oversubscribed, in µs (amdgpu sends 50); 0: no periodic poll.
+	MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER        = 0x37
+	MES_SET_HW_RSRC_DW_DOORBELL_INFO                 = 0x38
+	MES_SET_HW_RSRC_DW_EVENT_INTR_HISTORY_GPU_MC_PTR = 0x3a
+	MES_SET_HW_RSRC_DW_TIMESTAMP                     = 0x3c
+	MES_SET_HW_RSRC_DW_OS_TDR_TIMEOUT_IN_SEC         = 0x3e
+	// MES_SCHED_CFG_DW_GRACE_PERIOD_OTHER_LEVELS 5 × u64: the preemption timeout of a queue at each level: how long it may take to leave its slot before it is marked hung (default MES_DEFAULT_PREEMPT_GRACE).
+	MES_SCHED_CFG_DW_GRACE_PERIOD_OTHER_LEVELS = 0x1
+	// MES_SCHED_CFG_DW_PROCESS_QUANTUM_FOR_LEVEL 5 × u64: the process quantum of each level, used where ADD_QUEUE gives 0.
+	MES_SCHED_CFG_DW_PROCESS_QUANTUM_FOR_LEVEL = 0xb
+	// MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL 5 × u64: how long an idle queue of each level stays mapped while no queue waits for a slot (default MES_DEFAULT_IDLE_GRACE).
+	MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL = 0x15
+	// MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT 0..50: the share of slot time queues below HIGH still get while HIGH and REALTIME queues keep every slot busy.
+	MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT = 0x1f
+	MES_SCHED_CFG_DW_API_STATUS           = 0x20
+	// MES_DEFAULT_PREEMPT_GRACE 50 ms.
+	MES_DEFAULT_PREEMPT_GRACE = 0x7a120
+	// MES_DEFAULT_IDLE_GRACE 1 ms.
+	MES_DEFAULT_IDLE_GRACE = 0x2710
+	// MES_DEFAULT_PROCESS_QUANTUM 10 ms, amdgpu's.
+	MES_DEFAULT_PROCESS_QUANTUM = 0x186a0
+	// MES_DEFAULT_GANG_QUANTUM 1 ms, amdgpu's.
+	MES_DEFAULT_GANG_QUANTUM         = 0x2710
+	MES_DEFAULT_NORMAL_YIELD_PERCENT = 0xa
+	// MES_ADD_QUEUE_DW_PROCESS_ID PASID (16 bits).
+	MES_ADD_QUEUE_DW_PROCESS_ID = 0x1
+	// MES_ADD_QUEUE_DW_PAGE_TABLE_BASE_ADDR Root PD in PDE format (u64).
+	MES_ADD_QUEUE_DW_PAGE_TABLE_BASE_ADDR = 0x2
+	// MES_ADD_QUEUE_DW_PROCESS_VA_START First page (u64).
+	MES_ADD_QUEUE_DW_PROCESS_VA_START = 0x4
+	// MES_ADD_QUEUE_DW_PROCESS_VA_END Last page (u64, inclusive).
+	MES_ADD_QUEUE_DW_PROCESS_VA_END = 0x6
+	// MES_ADD_QUEUE_DW_PROCESS_QUANTUM u64, 100 ns.
+	MES_ADD_QUEUE_DW_PROCESS_QUANTUM = 0x8
+	// MES_ADD_QUEUE_DW_PROCESS_CONTEXT_ADDR u64: one page per process; identifies the process.
+	MES_ADD_QUEUE_DW_PROCESS_CONTEXT_ADDR = 0xa
+	// MES_ADD_QUEUE_DW_GANG_QUANTUM u64, 100 ns.
+	MES_ADD_QUEUE_DW_GANG_QUANTUM = 0xc
+	// MES_ADD_QUEUE_DW_GANG_CONTEXT_ADDR u64: one page per gang, MES's (MES_CTX_DW_*); identifies the gang.
+	MES_ADD_QUEUE_DW_GANG_CONTEXT_ADDR       = 0xe
+	MES_ADD_QUEUE_DW_INPROCESS_GANG_PRIORITY = 0x10
+	// MES_ADD_QUEUE_DW_GANG_GLOBAL_PRIORITY_LEVEL MES_PRIORITY_*.
+	MES_ADD_QUEUE_DW_GANG_GLOBAL_PRIORITY_LEVEL = 0x11
+	// MES_ADD_QUEUE_DW_DOORBELL_OFFSET Doorbell dword index: the queue's identity in later frames.
+	MES_ADD_QUEUE_DW_DOORBELL_OFFSET = 0x12
+	// MES_ADD_QUEUE_DW_MQD_ADDR u64, VMID 0: the v11 compute MQD (MES_MQD_DW_*).
+	MES_ADD_QUEUE_DW_MQD_ADDR = 0x13
+	// MES_ADD_QUEUE_DW_WPTR_ADDR u64, VMID 0 (an MC address, API ≥ 2): the queue's 64-bit wptr shadow, read when MES looks for work.
+	MES_ADD_QUEUE_DW_WPTR_ADDR = 0x15
+	MES_ADD_QUEUE_DW_H_CONTEXT = 0x17
+	MES_ADD_QUEUE_DW_H_QUEUE   = 0x19
+	// MES_ADD_QUEUE_DW_QUEUE_TYPE MES_QUEUE_TYPE_*.
+	MES_ADD_QUEUE_DW_QUEUE_TYPE        = 0x1b
+	MES_ADD_QUEUE_DW_GDS_BASE          = 0x1c
+	MES_ADD_QUEUE_DW_GDS_SIZE          = 0x1d
+	MES_ADD_QUEUE_DW_GWS_BASE          = 0x1e
+	MES_ADD_QUEUE_DW_GWS_SIZE          = 0x1f
+	MES_ADD_QUEUE_DW_OA_MASK           = 0x20
+	MES_ADD_QUEUE_DW_TRAP_HANDLER_ADDR = 0x21
+	// MES_ADD_QUEUE_DW_VM_CONTEXT_CNTL VM_CONTEXT_CNTL value for the process's VMID.
+	MES_ADD_QUEUE_DW_VM_CONTEXT_CNTL = 0x23
+	// MES_ADD_QUEUE_DW_FLAGS MES_ADD_QUEUE_FLAG_*.
+	MES_ADD_QUEUE_DW_FLAGS                       = 0x24
+	MES_ADD_QUEUE_DW_API_STATUS                  = 0x25
+	MES_ADD_QUEUE_DW_TMA_ADDR                    = 0x29
+	MES_ADD_QUEUE_DW_SCH_ID                      = 0x2b
+	MES_ADD_QUEUE_DW_TIMESTAMP                   = 0x2c
+	MES_ADD_QUEUE_DW_PROCESS_CONTEXT_ARRAY_INDEX = 0x2e
+	MES_ADD_QUEUE_DW_GANG_CONTEXT_ARRAY_INDEX    = 0x2f
+	MES_ADD_QUEUE_DW_PIPE_ID                     = 0x30
+	MES_ADD_QUEUE_DW_QUEUE_ID                    = 0x31
+	MES_ADD_QUEUE_DW_ALIGNMENT_MODE_SETTING      = 0x32
+	// MES_ADD_QUEUE_DW_UNMAP_FLAG_ADDR u64, VMID 0 (0: none): MES writes 1 there when it unmaps the queue and 0 when it maps it.
+	MES_ADD_QUEUE_DW_UNMAP_FLAG_ADDR      = 0x33
+	MES_ADD_QUEUE_FLAG_PAGING__SHIFT      = 0x0
+	MES_ADD_QUEUE_FLAG_PAGING_MASK        = 0x1
+	MES_ADD_QUEUE_FLAG_DEBUG_VMID__SHIFT  = 0x1
+	MES_ADD_QUEUE_FLAG_DEBUG_VMID_MASK    = 0x1e
+	MES_ADD_QUEUE_FLAG_PROGRAM_GDS__SHIFT = 0x5
+	MES_ADD_QUEUE_FLAG_PROGRAM_GDS_MASK   = 0x20
+	// MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED__SHIFT Add the queue suspended (RESUME lets it run).
+	MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED__SHIFT     = 0x6
+	MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED_MASK       = 0x40
+	MES_ADD_QUEUE_FLAG_IS_TMZ_QUEUE__SHIFT          = 0x7
+	MES_ADD_QUEUE_FLAG_IS_TMZ_QUEUE_MASK            = 0x80
+	MES_ADD_QUEUE_FLAG_MAP_KIQ_UTILITY_QUEUE__SHIFT = 0x8
+	MES_ADD_QUEUE_FLAG_MAP_KIQ_UTILITY_QUEUE_MASK   = 0x100
+	MES_ADD_QUEUE_FLAG_IS_KFD_PROCESS__SHIFT        = 0x9
+	MES_ADD_QUEUE_FLAG_IS_KFD_PROCESS_MASK          = 0x200
+	MES_ADD_QUEUE_FLAG_TRAP_EN__SHIFT               = 0xa
+	MES_ADD_QUEUE_FLAG_TRAP_EN_MASK                 = 0x400
+	// MES_ADD_QUEUE_FLAG_IS_AQL_QUEUE__SHIFT Refused: MES_ERR_BAD_QUEUE_TYPE (no AQL packet processor).
+	MES_ADD_QUEUE_FLAG_IS_AQL_QUEUE__SHIFT           = 0xb
+	MES_ADD_QUEUE_FLAG_IS_AQL_QUEUE_MASK             = 0x800
+	MES_ADD_QUEUE_FLAG_SKIP_PROCESS_CTX_CLEAR__SHIFT = 0xc
+	MES_ADD_QUEUE_FLAG_SKIP_PROCESS_CTX_CLEAR_MASK   = 0x1000
+	// MES_ADD_QUEUE_FLAG_MAP_LEGACY_KQ__SHIFT Refused: MES_ERR_BAD_FIELD (kernel queues are programmed through HQD registers).
+	MES_ADD_QUEUE_FLAG_MAP_LEGACY_KQ__SHIFT         = 0xd
+	MES_ADD_QUEUE_FLAG_MAP_LEGACY_KQ_MASK           = 0x2000
+	MES_ADD_QUEUE_FLAG_EXCLUSIVELY_SCHEDULED__SHIFT = 0xe
+	MES_ADD_QUEUE_FLAG_EXCLUSIVELY_SCHEDULED_MASK   = 0x4000
+	MES_ADD_QUEUE_FLAG_IS_LONG_RUNNING__SHIFT       = 0xf
+	MES_ADD_QUEUE_FLAG_IS_LONG_RUNNING_MASK         = 0x8000
+	MES_REMOVE_QUEUE_DW_DOORBELL_OFFSET             = 0x1
+	MES_REMOVE_QUEUE_DW_GANG_CONTEXT_ADDR           = 0x2
+	// MES_REMOVE_QUEUE_DW_FLAGS Legacy-queue bits: refused when set.
+	MES_REMOVE_QUEUE_DW_FLAGS      = 0x4
+	MES_REMOVE_QUEUE_DW_API_STATUS = 0x5
+	MES_REMOVE_QUEUE_DW_PIPE_ID    = 0x9
+	MES_REMOVE_QUEUE_DW_QUEUE_ID   = 0xa
+	MES_REMOVE_QUEUE_DW_TF_ADDR    = 0xb
+	MES_REMOVE_QUEUE_DW_TF_DATA    = 0xd
+	MES_REMOVE_QUEUE_DW_QUEUE_TYPE = 0xe
+	// MES_SUSPEND_DW_FLAGS Bit 0 SUSPEND_ALL_GANGS.
+	MES_SUSPEND_DW_FLAGS = 0x1
+	// MES_SUSPEND_DW_GANG_CONTEXT_ADDR The gang (unless all).
+	MES_SUSPEND_DW_GANG_CONTEXT_ADDR = 0x2
+	// MES_SUSPEND_DW_SUSPEND_FENCE_ADDR u64, VMID 0: written with SUSPEND_FENCE_VALUE once every named gang is off the hardware, state saved.
+	MES_SUSPEND_DW_SUSPEND_FENCE_ADDR = 0x4
+	// MES_SUSPEND_DW_SUSPEND_FENCE_VALUE u32.
+	MES_SUSPEND_DW_SUSPEND_FENCE_VALUE = 0x6
+	MES_SUSPEND_DW_API_STATUS          = 0x7
+	// MES_RESUME_DW_FLAGS Bit 0 RESUME_ALL_GANGS.
+	MES_RESUME_DW_FLAGS             = 0x1
+	MES_RESUME_DW_GANG_CONTEXT_ADDR = 0x2
+	MES_RESUME_DW_API_STATUS        = 0x4
+	// MES_RESET_DW_FLAGS MES_RESET_FLAG_*.
+	MES_RESET_DW_FLAGS             = 0x1
+	MES_RESET_DW_GANG_CONTEXT_ADDR = 0x2
+	// MES_RESET_DW_DOORBELL_OFFSET RESET_QUEUE_ONLY: the queue.
+	MES_RESET_DW_DOORBELL_OFFSET = 0x4
+	// MES_RESET_DW_DOORBELL_OFFSET_ADDR u64, VMID 0: the hung-doorbell array detection fills (entries not hung keep the driver's MES_HUNG_DB_INVALID).
+	MES_RESET_DW_DOORBELL_OFFSET_ADDR = 0x5
+	MES_RESET_DW_QUEUE_TYPE           = 0x7
+	MES_RESET_DW_API_STATUS           = 0x18
+	// MES_RESET_DW_HUNG_DB_ENTRIES Doorbell entries of the array vgpu fills (amdgpu's MES11_HUNG_DB_OFFSET_ARRAY_SIZE); HQD info (slot) follows at the same count.
+	MES_RESET_DW_HUNG_DB_ENTRIES                 = 0x4
+	MES_RESET_FLAG_RESET_QUEUE_ONLY__SHIFT       = 0x0
+	MES_RESET_FLAG_RESET_QUEUE_ONLY_MASK         = 0x1
+	MES_RESET_FLAG_HANG_DETECT_THEN_RESET__SHIFT = 0x1
+	MES_RESET_FLAG_HANG_DETECT_THEN_RESET_MASK   = 0x2
+	MES_RESET_FLAG_HANG_DETECT_ONLY__SHIFT       = 0x2
+	MES_RESET_FLAG_HANG_DETECT_ONLY_MASK         = 0x4
+	// MES_RESET_FLAG_RESET_LEGACY_GFX__SHIFT Refused: MES_ERR_BAD_FIELD.
+	MES_RESET_FLAG_RESET_LEGACY_GFX__SHIFT        = 0x3
+	MES_RESET_FLAG_RESET_LEGACY_GFX_MASK          = 0x8
+	MES_QUERY_DW_MES_HEALTHY                      = 0x1
+	MES_QUERY_DW_API_STATUS                       = 0x2
+	MES_CHANGE_PRIO_DW_INPROCESS_GANG_PRIORITY    = 0x1
+	MES_CHANGE_PRIO_DW_GANG_GLOBAL_PRIORITY_LEVEL = 0x2
+	// MES_CHANGE_PRIO_DW_GANG_QUANTUM u64.
+	MES_CHANGE_PRIO_DW_GANG_QUANTUM      = 0x3
+	MES_CHANGE_PRIO_DW_GANG_CONTEXT_ADDR = 0x5
+	MES_CHANGE_PRIO_DW_API_STATUS        = 0x7
+	// MES_LOG_DW_LOG_TYPE Ignored.
+	MES_LOG_DW_LOG_TYPE = 0x1
+	// MES_LOG_DW_BUFFER_ADDR u64, VMID 0, 32-byte aligned: a header record then NUMBER_OF_ENTRIES records (MES_EVT_*); 0 stops logging.
+	MES_LOG_DW_BUFFER_ADDR = 0x2
+	// MES_LOG_DW_NUMBER_OF_ENTRIES 1..65536.
+	MES_LOG_DW_NUMBER_OF_ENTRIES = 0x4
+	// MES_LOG_DW_INTERRUPT_ENTRY Ignored.
+	MES_LOG_DW_INTERRUPT_ENTRY = 0x5
+	MES_LOG_DW_API_STATUS      = 0x6
+	// MES_ROOT_PT_DW_PAGE_TABLE_BASE_ADDR u64, PDE format.
+	MES_ROOT_PT_DW_PAGE_TABLE_BASE_ADDR = 0x1
+	// MES_ROOT_PT_DW_PROCESS_CONTEXT_ADDR u64: the process.
+	MES_ROOT_PT_DW_PROCESS_CONTEXT_ADDR = 0x3
+	MES_ROOT_PT_DW_API_STATUS           = 0x5
+	// MES_MISC_DW_OPCODE A MES_MISC_OP_* value.
+	MES_MISC_DW_OPCODE     = 0x1
+	MES_MISC_DW_API_STATUS = 0x2
+	// MES_MISC_DW_REG_OFFSET WRITE_REG, READ_REG: register dword offset (into the register BAR).
+	MES_MISC_DW_REG_OFFSET      = 0x6
+	MES_MISC_DW_WRITE_REG_VALUE = 0x7
+	// MES_MISC_DW_READ_REG_BUFFER_ADDR u64, VMID 0: where READ_REG writes the value.
+	MES_MISC_DW_READ_REG_BUFFER_ADDR = 0x7
+	// MES_MISC_DW_WAIT_OP WAIT_REG_MEM: MES_MISC_WAIT_OP_*.
+	MES_MISC_DW_WAIT_OP        = 0x6
+	MES_MISC_DW_WAIT_REFERENCE = 0x7
+	MES_MISC_DW_WAIT_MASK      = 0x8
+	// MES_MISC_DW_WAIT_REG_OFFSET1 WRITE_WAIT_WRITE writes the reference here first; WAIT polls it.
+	MES_MISC_DW_WAIT_REG_OFFSET1 = 0x9
+	// MES_MISC_DW_WAIT_REG_OFFSET2 WRITE_WAIT_WRITE polls this one.
+	MES_MISC_DW_WAIT_REG_OFFSET2 = 0xa
+	MES_MISC_DW_QUERY_CONTEXT_ID = 0x6
+	// MES_MISC_DW_INV_GART_VA_START u64.
+	MES_MISC_DW_INV_GART_VA_START = 0x6
+	// MES_MISC_DW_INV_GART_SIZE u64.
+	MES_MISC_DW_INV_GART_SIZE = 0x8
+	// MES_MISC_DW_NOTIFY_PRIORITY_LEVEL NOTIFY_WORK_ON_UNMAPPED_QUEUE: ignored, every level is polled.
+	MES_MISC_DW_NOTIFY_PRIORITY_LEVEL = 0x6
+	MES_MISC_OP_WRITE_REG             = 0x0
+	// MES_MISC_OP_INV_GART Drops VMID 0's cached GART translations.
+	MES_MISC_OP_INV_GART = 0x1
+	// MES_MISC_OP_QUERY_STATUS Accepted.
+	MES_MISC_OP_QUERY_STATUS = 0x2
+	MES_MISC_OP_READ_REG     = 0x3
+	// MES_MISC_OP_WAIT_REG_MEM Register waits, bounded by MES_MISC_WAIT_TIMEOUT_US.
+	MES_MISC_OP_WAIT_REG_MEM = 0x4
+	// MES_MISC_OP_SET_SHADER_DEBUGGER Accepted (no shader debugger).
+	MES_MISC_OP_SET_SHADER_DEBUGGER = 0x5
+	// MES_MISC_OP_NOTIFY_WORK_ON_UNMAPPED_QUEUE Read the wptr shadow of every unmapped queue now.
+	MES_MISC_OP_NOTIFY_WORK_ON_UNMAPPED_QUEUE = 0x6
+	// MES_MISC_OP_NOTIFY_TO_UNMAP_PROCESSES Accepted.
+	MES_MISC_OP_NOTIFY_TO_UNMAP_PROCESSES = 0x7
+	// MES_MISC_OP_CHANGE_CONFIG Accepted.
+	MES_MISC_OP_CHANGE_CONFIG = 0x8
+	// MES_MISC_OP_LAUNCH_CLEANER_SHADER Accepted.
+	MES_MISC_OP_LAUNCH_CLEANER_SHADER = 0x9
+	// MES_MISC_OP_WAIT_OP_WAIT WAIT_REG_MEM op: wait until (REG_OFFSET1 & mask) == reference.
+	MES_MISC_OP_WAIT_OP_WAIT = 0x0
+	// MES_MISC_OP_WAIT_OP_WRITE_WAIT_WRITE Write the reference to REG_OFFSET1, then wait until (REG_OFFSET2 & mask) == reference & mask (TLB invalidation, HDP flush).
+	MES_MISC_OP_WAIT_OP_WRITE_WAIT_WRITE = 0x1
+	// MES_MISC_OP_WAIT_TIMEOUT_US A register wait that does not hold within this fails with MES_ERR_WAIT_TIMEOUT.
+	MES_MISC_OP_WAIT_TIMEOUT_US = 0x186a0
+	// MES_QUEUE_TYPE_GFX Mapped only onto HQD slot 0 (gfx_hqd_mask).
+	MES_QUEUE_TYPE_GFX     = 0x0
+	MES_QUEUE_TYPE_COMPUTE = 0x1
+	// MES_QUEUE_TYPE_SDMA Refused: MES_ERR_BAD_QUEUE_TYPE (no SDMA engine).
+	MES_QUEUE_TYPE_SDMA   = 0x2
+	MES_PRIORITY_LOW      = 0x0
+	MES_PRIORITY_NORMAL   = 0x1
+	MES_PRIORITY_MEDIUM   = 0x2
+	MES_PRIORITY_HIGH     = 0x3
+	MES_PRIORITY_REALTIME = 0x4
+	MES_ERR_NONE          = 0x0
+	// MES_ERR_BAD_HEADER TYPE is not MES_API_TYPE_SCHEDULER or DWSIZE is not 64.
+	MES_ERR_BAD_HEADER = 0x1
+	// MES_ERR_UNKNOWN_OPCODE No such opcode (or MISC sub-opcode).
+	MES_ERR_UNKNOWN_OPCODE = 0x2
+	// MES_ERR_NOT_INITIALIZED A queue frame before SET_HW_RESOURCES.
+	MES_ERR_NOT_INITIALIZED = 0x3
+	// MES_ERR_BAD_MASK SET_HW_RESOURCES names a slot the device lacks or the kernel is using (HQD active), or VMID 0, or no VMID.
+	MES_ERR_BAD_MASK = 0x4
+	// MES_ERR_BAD_ADDRESS An MQD, context, fence, wptr or array address that is misaligned or that MES cannot reach (VMID 0).
+	MES_ERR_BAD_ADDRESS = 0x5
+	// MES_ERR_BAD_DOORBELL A doorbell offset outside the doorbell BAR, the MES ring's own, or one a kernel queue or an aggregated doorbell uses.
+	MES_ERR_BAD_DOORBELL = 0x6
+	// MES_ERR_DUPLICATE_QUEUE ADD_QUEUE with a doorbell already added.
+	MES_ERR_DUPLICATE_QUEUE = 0x7
+	// MES_ERR_NO_SUCH_QUEUE No added queue has that doorbell (or no gang that context).
+	MES_ERR_NO_SUCH_QUEUE = 0x8
+	// MES_ERR_QUEUE_HUNG REMOVE_QUEUE (or SUSPEND) of a queue marked hung: RESET it first.
+	MES_ERR_QUEUE_HUNG = 0x9
+	// MES_ERR_BAD_QUEUE_TYPE SDMA, AQL, or a GFX queue while slot 0 is not MES's.
+	MES_ERR_BAD_QUEUE_TYPE = 0xa
+	// MES_ERR_BAD_MQD The MQD's ring is invalid (size, alignment, beyond 48 bits) or its header is not MES_MQD_HEADER.
+	MES_ERR_BAD_MQD = 0xb
+	// MES_ERR_BAD_PRIORITY A priority level above REALTIME.
+	MES_ERR_BAD_PRIORITY = 0xc
+	// MES_ERR_BAD_FIELD A value the frame does not allow (VA range, quantum, legacy-queue bits, log size).
+	MES_ERR_BAD_FIELD = 0xd
+	// MES_ERR_TOO_MANY_QUEUES MES_MAX_QUEUES are added.
+	MES_ERR_TOO_MANY_QUEUES = 0xe
+	// MES_ERR_PREEMPT_TIMEOUT SUSPEND or REMOVE_QUEUE: the queue did not leave its slot within its grace; it is marked hung.
+	MES_ERR_PREEMPT_TIMEOUT = 0xf
+	// MES_ERR_WAIT_TIMEOUT MISC WAIT_REG_MEM did not hold within MES_MISC_WAIT_TIMEOUT_US.
+	MES_ERR_WAIT_TIMEOUT = 0x10
+	// MES_ERR_REG_ACCESS MISC register access outside the register BAR or refused.
+	MES_ERR_REG_ACCESS = 0x11
+	// MES_ERR_RING_CONFIG MES_STATUS.ERROR: the API ring's base or size is invalid, or a frame could not be fetched.
+	MES_ERR_RING_CONFIG = 0x12
+	// MES_ERR_BAD_WPTR MES_STATUS.ERROR: the ring wptr is not a whole number of frames, or more than a ring ahead.
+	MES_ERR_BAD_WPTR = 0x13
+	// MES_ERR_NOT_SUSPENDED RESUME of a gang that is not suspended.
+	MES_ERR_NOT_SUSPENDED = 0x14
+	// MES_EVT_DW_KIND KIND [7:0], REASON [15:8] (MES_UNMAP_* or MES_ERR_*), SLOT [23:16] (0xFF none), PRIORITY [26:24].
+	MES_EVT_DW_KIND = 0x0
+	// MES_EVT_DW_DOORBELL The queue's doorbell offset (frames: the opcode).
+	MES_EVT_DW_DOORBELL = 0x1
+	// MES_EVT_DW_TIME_LO Nanoseconds since the scheduler started, low 32 bits.
+	MES_EVT_DW_TIME_LO = 0x2
+	MES_EVT_DW_TIME_HI = 0x3
+	// MES_EVT_DW_RPTR_LO The queue's rptr (monotonic dwords); frames: the ring rptr of the frame.
+	MES_EVT_DW_RPTR_LO = 0x4
+	MES_EVT_DW_RPTR_HI = 0x5
+	// MES_EVT_DW_VMID_PASID PASID [15:0], VMID [19:16].
+	MES_EVT_DW_VMID_PASID = 0x6
+	// MES_EVT_DW_SEQ The event number n.
+	MES_EVT_DW_SEQ          = 0x7
+	MES_EVT_KIND__SHIFT     = 0x0
+	MES_EVT_KIND_MASK       = 0xff
+	MES_EVT_REASON__SHIFT   = 0x8
+	MES_EVT_REASON_MASK     = 0xff00
+	MES_EVT_SLOT__SHIFT     = 0x10
+	MES_EVT_SLOT_MASK       = 0xff0000
+	MES_EVT_PRIORITY__SHIFT = 0x18
+	MES_EVT_PRIORITY_MASK   = 0x7000000
+	// MES_EVT_FRAME A frame completed (DW_DOORBELL: its opcode).
+	MES_EVT_FRAME = 0x1
+	// MES_EVT_FRAME_ERROR A frame failed (REASON: the MES_ERR_*).
+	MES_EVT_FRAME_ERROR = 0x2
+	// MES_EVT_MAP A queue was loaded into SLOT from its MQD.
+	MES_EVT_MAP = 0x3
+	// MES_EVT_UNMAP A queue left SLOT, state saved (REASON: MES_UNMAP_*).
+	MES_EVT_UNMAP = 0x4
+	// MES_EVT_PREEMPT MES asked the queue in SLOT to stop (REASON: why).
+	MES_EVT_PREEMPT = 0x5
+	// MES_EVT_HANG The queue in SLOT did not stop within its grace: marked hung.
+	MES_EVT_HANG = 0x6
+	// MES_EVT_RESET A queue was reset (its work discarded, rptr = wptr).
+	MES_EVT_RESET = 0x7
+	// MES_EVT_DOORBELL A doorbell (or a wptr poll) found work for an unmapped queue.
+	MES_EVT_DOORBELL = 0x8
+	// MES_EVT_VMID A process got a VMID (REASON 1) or lost it (REASON 0).
+	MES_EVT_VMID = 0x9
+	// MES_UNMAP_IDLE No work past the idle grace, or another queue waited.
+	MES_UNMAP_IDLE = 0x1
+	// MES_UNMAP_QUANTUM Its quantum expired while an equal-priority queue waited.
+	MES_UNMAP_QUANTUM = 0x2
+	// MES_UNMAP_PRIORITY A higher-priority queue needed the slot.
+	MES_UNMAP_PRIORITY = 0x3
+	// MES_UNMAP_REMOVE REMOVE_QUEUE.
+	MES_UNMAP_REMOVE = 0x4
+	// MES_UNMAP_SUSPEND SUSPEND.
+	MES_UNMAP_SUSPEND = 0x5
+	// MES_UNMAP_RESET RESET: not saved.
+	MES_UNMAP_RESET = 0x6
+	// MES_UNMAP_VMID Its process's VMID was given to another process.
+	MES_UNMAP_VMID = 0x7
+	// MES_MQD_DWORDS 2 KiB.
+	MES_MQD_DWORDS = 0x200
+	// MES_MQD_HEADER Dword 0 as amdgpu writes it.
+	MES_MQD_HEADER                 = 0xc0310800
+	MES_MQD_DW_HEADER              = 0x0
+	MES_MQD_DW_CP_MQD_BASE_ADDR_LO = 0x80
+	MES_MQD_DW_CP_MQD_BASE_ADDR_HI = 0x81
+	// MES_MQD_DW_CP_HQD_ACTIVE MES writes 1 on map, 0 on unmap.
+	MES_MQD_DW_CP_HQD_ACTIVE = 0x82
+	// MES_MQD_DW_CP_HQD_VMID MES writes the VMID it assigned.
+	MES_MQD_DW_CP_HQD_VMID             = 0x83
+	MES_MQD_DW_CP_HQD_PERSISTENT_STATE = 0x84
+	MES_MQD_DW_CP_HQD_PIPE_PRIORITY    = 0x85
+	MES_MQD_DW_CP_HQD_QUEUE_PRIORITY   = 0x86
+	MES_MQD_DW_CP_HQD_QUANTUM          = 0x87
+	// MES_MQD_DW_CP_HQD_PQ_BASE_LO Ring address >> 8.
+	MES_MQD_DW_CP_HQD_PQ_BASE_LO = 0x88
+	MES_MQD_DW_CP_HQD_PQ_BASE_HI = 0x89
+	// MES_MQD_DW_CP_HQD_PQ_RPTR Saved: rptr in dwords, wrapped.
+	MES_MQD_DW_CP_HQD_PQ_RPTR = 0x8a
+	// MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO In the process's VMID.
+	MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO = 0x8b
+	MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI = 0x8c
+	// MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO In the process's VMID: polled while mapped when CP_HQD_PQ_WPTR_POLL_CNTL... (vgpu: whenever non-zero).
+	MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO = 0x8d
+	MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_HI = 0x8e
+	// MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL As HQD_PQ_DOORBELL_CONTROL; MES sets DOORBELL_EN and ADD_QUEUE's offset.
+	MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL = 0x8f
+	// MES_MQD_DW_CP_HQD_PQ_CONTROL As HQD_PQ_CONTROL (QUEUE_SIZE, NO_UPDATE_RPTR).
+	MES_MQD_DW_CP_HQD_PQ_CONTROL = 0x91
+	// MES_MQD_DW_CP_HQD_IB_BASE_ADDR_LO Saved: the IB1 in flight (0: none).
+	MES_MQD_DW_CP_HQD_IB_BASE_ADDR_LO = 0x92
+	MES_MQD_DW_CP_HQD_IB_BASE_ADDR_HI = 0x93
+	// MES_MQD_DW_CP_HQD_IB_RPTR Saved: the next IB1 dword.
+	MES_MQD_DW_CP_HQD_IB_RPTR = 0x94
+	// MES_MQD_DW_CP_HQD_IB_CONTROL Saved: IB_SIZE [19:0], PROCESSING_IB [31].
+	MES_MQD_DW_CP_HQD_IB_CONTROL            = 0x95
+	MES_MQD_DW_CP_HQD_DEQUEUE_REQUEST       = 0x98
+	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO      = 0xa5
+	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI      = 0xa6
+	MES_MQD_DW_CP_HQD_EOP_CONTROL           = 0xa7
+	MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO = 0xab
+	MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI = 0xac
+	MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE         = 0xb1
+	// MES_MQD_DW_CP_HQD_ERROR Saved: the CP_ERROR_* of a queue that halted.
+	MES_MQD_DW_CP_HQD_ERROR = 0xb3
+	// MES_MQD_DW_CP_HQD_PQ_WPTR_LO Saved: wptr (monotonic dwords).
+	MES_MQD_DW_CP_HQD_PQ_WPTR_LO = 0xb6
+	MES_MQD_DW_CP_HQD_PQ_WPTR_HI = 0xb7
+	// MES_MQD_DW_FENCE_ADDRESS_LO The protected fence (PM4 PROTECTED_FENCE_SIGNAL), a GPU address in the process's VMID (0: none).
+	MES_MQD_DW_FENCE_ADDRESS_LO = 0x1be
+	MES_MQD_DW_FENCE_ADDRESS_HI = 0x1bf
+	// MES_MQD_DW_IS_QUEUE_UNMAP Just past the MQD (amdgpu's end-of-MQD slot, dword 512 being wptr_saved): MES writes 1 while the queue is unmapped, 0 while mapped.
+	MES_MQD_DW_IS_QUEUE_UNMAP               = 0x201
+	MES_MQD_IB_CONTROL_IB_SIZE__SHIFT       = 0x0
+	MES_MQD_IB_CONTROL_IB_SIZE_MASK         = 0xfffff
+	MES_MQD_IB_CONTROL_PROCESSING_IB__SHIFT = 0x1f
+	MES_MQD_IB_CONTROL_PROCESSING_IB_MASK   = 0x80000000
+	// MES_CTX_DW_MAGIC MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE).
+	MES_CTX_DW_MAGIC = 0x0
+	// MES_CTX_MAGIC "CSEM".
+	MES_CTX_MAGIC = 0x4d455343
+	// MES_CTX_DW_LEVEL IB level at the stop: 0 ring, 1 IB1, 2 IB2.
+	MES_CTX_DW_LEVEL = 0x1
+	// MES_CTX_DW_IB_COUNT IB starts since the last ring-level IB.
+	MES_CTX_DW_IB_COUNT    = 0x2
+	MES_CTX_DW_IB2_BASE_LO = 0x3
+	MES_CTX_DW_IB2_BASE_HI = 0x4
+	MES_CTX_DW_IB2_SIZE    = 0x5
+	MES_CTX_DW_IB2_RPTR    = 0x6
+	// MES_CTX_DW_IB1_VMID VMIDs the IBs run in: IB1 [3:0], IB2 [7:4] (a kernel stream's IB VMID field).
+	MES_CTX_DW_IB1_VMID = 0x7
+	// MES_CTX_DW_PROGRESS_LO Bytes of the interrupted DMA_DATA already done.
+	MES_CTX_DW_PROGRESS_LO = 0x8
+	MES_CTX_DW_PROGRESS_HI = 0x9
+	// MES_CTX_DW_FLAGS Bit 0: the interrupted WAIT_REG_MEM (OPERATION 1) already wrote its reference.
+	MES_CTX_DW_FLAGS = 0xa
+	// MES_CTX_DW_USER_DATA 16 dwords: COMPUTE_USER_DATA_0..15.
+	MES_CTX_DW_USER_DATA = 0x10
+	// MES_CTX_DW_PROTECTED_FENCE_LO The last value PROTECTED_FENCE_SIGNAL wrote.
+	MES_CTX_DW_PROTECTED_FENCE_LO = 0x20
+	MES_CTX_DW_PROTECTED_FENCE_HI = 0x21
+	// MES_CTX_DW_STATUS Per-queue status, written at every map and unmap: MES_QUERY_STATUS layout.
+	MES_CTX_DW_STATUS   = 0x28
+	MES_CTX_DW_MAPS     = 0x29
+	MES_CTX_DW_PREEMPTS = 0x2a
+	MES_CTX_DW_RPTR_LO  = 0x2b
+	MES_CTX_DW_RPTR_HI  = 0x2c
+	// MES_CTX_BYTES MES writes only the first 256 bytes of the page.
+	MES_CTX_BYTES              = 0x100
+	PM4_PROTECTED_FENCE_DWORDS = 0x2
+	// IH_SRC_MES_ERROR A frame failed: DW4 MES_ERR_*, DW5 opcode, DW6 ring dword offset, DW7 doorbell (or 0).
+	IH_SRC_MES_ERROR = 0xf0
+	// IH_SRC_MES_QUEUE_HUNG A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID.
+	IH_SRC_MES_QUEUE_HUNG = 0xf1
 )
 
 // RegisterNames maps a register's byte offset to its name, for logs and diagnostics.
@@ -1852,6 +2465,36 @@ var RegisterNames = map[uint32]string{
 	0x3628:  "REG_VM_INV_ENG17_ACK",
 	0x362c:  "REG_VM_INV_ENG17_ADDR_RANGE_LO",
 	0x3630:  "REG_VM_INV_ENG17_ADDR_RANGE_HI",
+	0x4000:  "REG_MES_RING_ACTIVE",
+	0x4004:  "REG_MES_RING_BASE_LO",
+	0x4008:  "REG_MES_RING_BASE_HI",
+	0x400c:  "REG_MES_RING_CONTROL",
+	0x4010:  "REG_MES_RING_RPTR",
+	0x4014:  "REG_MES_RING_RPTR_REPORT_ADDR_LO",
+	0x4018:  "REG_MES_RING_RPTR_REPORT_ADDR_HI",
+	0x401c:  "REG_MES_RING_WPTR_LO",
+	0x4020:  "REG_MES_RING_WPTR_HI",
+	0x4024:  "REG_MES_RING_DOORBELL",
+	0x4028:  "REG_MES_STATUS",
+	0x402c:  "REG_MES_VERSION",
+	0x4030:  "REG_MES_FRAMES",
+	0x4034:  "REG_MES_FRAME_ERRORS",
+	0x4038:  "REG_MES_LAST_ERROR",
+	0x403c:  "REG_MES_LAST_ERROR_RPTR",
+	0x4040:  "REG_MES_CNTL",
+	0x4044:  "REG_MES_QUERY_DOORBELL",
+	0x4048:  "REG_MES_QUERY_STATUS",
+	0x404c:  "REG_MES_QUERY_MAPS",
+	0x4050:  "REG_MES_QUERY_PREEMPTS",
+	0x4054:  "REG_MES_QUERY_RPTR_LO",
+	0x4058:  "REG_MES_QUERY_RPTR_HI",
+	0x405c:  "REG_MES_QUEUES",
+	0x4060:  "REG_MES_MAPPED",
+	0x4064:  "REG_MES_HUNG",
+	0x4068:  "REG_MES_MAPS",
+	0x406c:  "REG_MES_UNMAPS",
+	0x4070:  "REG_MES_UNMAPPED_DOORBELLS",
+	0x4074:  "REG_MES_PROCESSES",
 	0x8000:  "REG_CONFIG_SCRATCH_0",
 	0x8004:  "REG_CONFIG_SCRATCH_1",
 	0x8008:  "REG_CONFIG_SCRATCH_2",

@@ -566,6 +566,121 @@
 #define VGPU_REG_VM_INV_ENG_ADDR_RANGE_LO 0xcULL
 /* RW. Page address bits [4:0]; amdgpu writes 0x1F. */
 #define VGPU_REG_VM_INV_ENG_ADDR_RANGE_HI 0x10ULL
+/* The scheduler firmware: its API ring (a CP-style ring of 64-dword frames, VMID 0), its health and error reporting, the unmapped-doorbell intercept and a per-queue status window. */
+#define VGPU_BLOCK_MES_BASE 0x4000ULL
+#define VGPU_BLOCK_MES_SIZE 0x100ULL
+/* RW. Write 1 to start the scheduler on the programmed ring (rptr = wptr = 0; the ring is checked as an HQD's). Write 0 to halt it: every queue it mapped is stopped at once (not saved) and every table is forgotten, as a MES pipe reset. Reads 1 while it runs. */
+#define VGPU_REG_MES_RING_ACTIVE 0x4000ULL
+/* RW. API ring GPU address (VMID 0, 256-byte aligned), low 32 bits. */
+#define VGPU_REG_MES_RING_BASE_LO 0x4004ULL
+/* RW. */
+#define VGPU_REG_MES_RING_BASE_HI 0x4008ULL
+/* RW. */
+#define VGPU_REG_MES_RING_CONTROL 0x400cULL
+/* Ring size is 2^(QUEUE_SIZE+1) dwords, at least 128 (two frames): 6..20. */
+#define VGPU_REG_MES_RING_CONTROL__QUEUE_SIZE__SHIFT 0x0ULL
+#define VGPU_REG_MES_RING_CONTROL__QUEUE_SIZE_MASK 0x3fULL
+/* RO. Read pointer in dwords (wraps with the ring): the first frame not yet completed. */
+#define VGPU_REG_MES_RING_RPTR 0x4010ULL
+/* RW. Where the scheduler writes the 32-bit rptr after each frame (0: nowhere), low 32 bits. */
+#define VGPU_REG_MES_RING_RPTR_REPORT_ADDR_LO 0x4014ULL
+/* RW. */
+#define VGPU_REG_MES_RING_RPTR_REPORT_ADDR_HI 0x4018ULL
+/* RW. Write pointer in dwords (monotonic, 64-bit, a multiple of 64); writing it kicks the scheduler like its doorbell. */
+#define VGPU_REG_MES_RING_WPTR_LO 0x401cULL
+/* RW. */
+#define VGPU_REG_MES_RING_WPTR_HI 0x4020ULL
+/* RW. The API ring's doorbell (amdgpu: mes_ring0 << 1). */
+#define VGPU_REG_MES_RING_DOORBELL 0x4024ULL
+/* Doorbell dword index. */
+#define VGPU_REG_MES_RING_DOORBELL__OFFSET__SHIFT 0x2ULL
+#define VGPU_REG_MES_RING_DOORBELL__OFFSET_MASK 0xffffffcULL
+#define VGPU_REG_MES_RING_DOORBELL__EN__SHIFT 0x1eULL
+#define VGPU_REG_MES_RING_DOORBELL__EN_MASK 0x40000000ULL
+/* RO. */
+#define VGPU_REG_MES_STATUS 0x4028ULL
+/* A MES_STATE_* value. */
+#define VGPU_REG_MES_STATUS__STATE__SHIFT 0x0ULL
+#define VGPU_REG_MES_STATUS__STATE_MASK 0xfULL
+/* SET_HW_RESOURCES has been accepted. */
+#define VGPU_REG_MES_STATUS__HW_RESOURCES__SHIFT 0x4ULL
+#define VGPU_REG_MES_STATUS__HW_RESOURCES_MASK 0x10ULL
+/* MES_STATE_HALTED: the MES_ERR_* that halted the ring (a ring configuration or ring fetch failure). */
+#define VGPU_REG_MES_STATUS__ERROR__SHIFT 0x8ULL
+#define VGPU_REG_MES_STATUS__ERROR_MASK 0xff00ULL
+/* RO. As CP_MES_GP3_LO: scheduler firmware version [11:0] (MES_SCHED_FW_VERSION) and API version [23:12] (MES_SCHED_API_VERSION). */
+#define VGPU_REG_MES_VERSION 0x402cULL
+/* RO. Frames completed successfully (api_status written) since the scheduler started. */
+#define VGPU_REG_MES_FRAMES 0x4030ULL
+/* RO. Frames that failed (api_status not written) since the scheduler started. */
+#define VGPU_REG_MES_FRAME_ERRORS 0x4034ULL
+/* RO. The last frame that failed. */
+#define VGPU_REG_MES_LAST_ERROR 0x4038ULL
+/* A MES_ERR_* value. */
+#define VGPU_REG_MES_LAST_ERROR__REASON__SHIFT 0x0ULL
+#define VGPU_REG_MES_LAST_ERROR__REASON_MASK 0xffULL
+/* Its MES_SCH_API_* opcode. */
+#define VGPU_REG_MES_LAST_ERROR__OPCODE__SHIFT 0x8ULL
+#define VGPU_REG_MES_LAST_ERROR__OPCODE_MASK 0xff00ULL
+/* MISC: its sub-opcode. */
+#define VGPU_REG_MES_LAST_ERROR__SUB__SHIFT 0x10ULL
+#define VGPU_REG_MES_LAST_ERROR__SUB_MASK 0xff0000ULL
+/* RO. Ring dword offset (wrapped) of the frame that failed last. */
+#define VGPU_REG_MES_LAST_ERROR_RPTR 0x403cULL
+/* RW. */
+#define VGPU_REG_MES_CNTL 0x4040ULL
+/* 1: doorbells of unmapped queues are not intercepted (as a part without CP_UNMAPPED_DOORBELL): only MISC NOTIFY_WORK_ON_UNMAPPED_QUEUE and the aggregated doorbells make the scheduler look at their wptr. */
+#define VGPU_REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE__SHIFT 0x0ULL
+#define VGPU_REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE_MASK 0x1ULL
+/* RW. Doorbell offset (dword index, as ADD_QUEUE's) of the queue the QUERY_* registers describe. */
+#define VGPU_REG_MES_QUERY_DOORBELL 0x4044ULL
+/* RO. */
+#define VGPU_REG_MES_QUERY_STATUS 0x4048ULL
+/* A queue with that doorbell is added. */
+#define VGPU_REG_MES_QUERY_STATUS__KNOWN__SHIFT 0x0ULL
+#define VGPU_REG_MES_QUERY_STATUS__KNOWN_MASK 0x1ULL
+/* It occupies an HQD slot. */
+#define VGPU_REG_MES_QUERY_STATUS__MAPPED__SHIFT 0x1ULL
+#define VGPU_REG_MES_QUERY_STATUS__MAPPED_MASK 0x2ULL
+/* Its preemption timed out: it keeps its slot until RESET. */
+#define VGPU_REG_MES_QUERY_STATUS__HUNG__SHIFT 0x2ULL
+#define VGPU_REG_MES_QUERY_STATUS__HUNG_MASK 0x4ULL
+#define VGPU_REG_MES_QUERY_STATUS__SUSPENDED__SHIFT 0x3ULL
+#define VGPU_REG_MES_QUERY_STATUS__SUSPENDED_MASK 0x8ULL
+/* Its wptr is ahead of its rptr (as last seen). */
+#define VGPU_REG_MES_QUERY_STATUS__HAS_WORK__SHIFT 0x4ULL
+#define VGPU_REG_MES_QUERY_STATUS__HAS_WORK_MASK 0x10ULL
+/* gang_global_priority_level (MES_PRIORITY_*). */
+#define VGPU_REG_MES_QUERY_STATUS__PRIORITY__SHIFT 0x5ULL
+#define VGPU_REG_MES_QUERY_STATUS__PRIORITY_MASK 0xe0ULL
+/* HQD slot while mapped, else 0xFF. */
+#define VGPU_REG_MES_QUERY_STATUS__SLOT__SHIFT 0x8ULL
+#define VGPU_REG_MES_QUERY_STATUS__SLOT_MASK 0xff00ULL
+/* Its process's VMID (0: none assigned now). */
+#define VGPU_REG_MES_QUERY_STATUS__VMID__SHIFT 0x10ULL
+#define VGPU_REG_MES_QUERY_STATUS__VMID_MASK 0xf0000ULL
+/* RO. Times the queue was mapped. */
+#define VGPU_REG_MES_QUERY_MAPS 0x404cULL
+/* RO. Times it was unmapped with its state saved. */
+#define VGPU_REG_MES_QUERY_PREEMPTS 0x4050ULL
+/* RO. Its read pointer (monotonic dwords) as last saved or seen, low 32 bits. */
+#define VGPU_REG_MES_QUERY_RPTR_LO 0x4054ULL
+/* RO. */
+#define VGPU_REG_MES_QUERY_RPTR_HI 0x4058ULL
+/* RO. Queues added now. */
+#define VGPU_REG_MES_QUEUES 0x405cULL
+/* RO. Queues mapped now. */
+#define VGPU_REG_MES_MAPPED 0x4060ULL
+/* RO. Queues marked hung now. */
+#define VGPU_REG_MES_HUNG 0x4064ULL
+/* RO. Maps since the scheduler started. */
+#define VGPU_REG_MES_MAPS 0x4068ULL
+/* RO. Unmaps since the scheduler started (each saved the queue's state). */
+#define VGPU_REG_MES_UNMAPS 0x406cULL
+/* RO. Doorbell writes that reached the scheduler for a queue not mapped. */
+#define VGPU_REG_MES_UNMAPPED_DOORBELLS 0x4070ULL
+/* RO. Processes known now (added queues' distinct process contexts). */
+#define VGPU_REG_MES_PROCESSES 0x4074ULL
 /* Eight general registers at the start of the CONFIG space (SET_CONFIG_REG offset 0). */
 #define VGPU_BLOCK_CONFIG_BASE 0x8000ULL
 #define VGPU_BLOCK_CONFIG_SIZE 0x20ULL
@@ -640,8 +755,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). */
-#define VGPU_ID_VERSION_MINOR 0x2ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). */
+#define VGPU_ID_VERSION_MINOR 0x3ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
@@ -693,6 +808,8 @@
 #define VGPU_PM4_IT_SET_UCONFIG_REG 0x79ULL
 /* Invalidate the TLBs of every VMID 1..15 whose VM_PASID_LUT entry holds the PASID (2 dwords). */
 #define VGPU_PM4_IT_INVALIDATE_TLBS 0x98ULL
+/* Advance the queue's protected fence (see PM4_PROTECTED_FENCE_*). */
+#define VGPU_PM4_IT_PROTECTED_FENCE_SIGNAL 0xd0ULL
 /* amdgpu's KIQ writes 1; vgpu has one hub and accepts any value. */
 #define VGPU_PM4_INVALIDATE_TLBS_DST_SEL__SHIFT 0x0ULL
 #define VGPU_PM4_INVALIDATE_TLBS_DST_SEL_MASK 0xfULL
@@ -1198,6 +1315,502 @@
 /* Where VRAM appears (GMC_FB_BASE). */
 #define VGPU_GPU_FB_BASE 0x8000000000ULL
 #define VGPU_GPU_VA_BITS 0x30ULL
+/* MES_VERSION's firmware field: at or above amdgpu's gates (0x63 suspend/resume all, 0x8c queue reset by MES). */
+#define VGPU_MES_SCHED_FW_VERSION 0x8cULL
+/* MES_VERSION's API field: ADD_QUEUE wptr_addr is an MC (VMID 0) address. */
+#define VGPU_MES_SCHED_API_VERSION 0x2ULL
+/* Queues added at once; one more fails with MES_ERR_TOO_MANY_QUEUES. */
+#define VGPU_MES_MAX_QUEUES 0x1000ULL
+#define VGPU_MES_PRIORITY_LEVELS 0x5ULL
+/* AMDGPU_MES_INVALID_DB_OFFSET: what the driver pre-fills RESET's doorbell array with. */
+#define VGPU_MES_HUNG_DB_INVALID 0xffffffffULL
+/* One event-log record (MES_EVT_DW_*). */
+#define VGPU_MES_EVENT_BYTES 0x20ULL
+/* Not started (or halted by RING_ACTIVE=0). */
+#define VGPU_MES_STATE_OFF 0x0ULL
+/* Processing frames and scheduling. */
+#define VGPU_MES_STATE_RUNNING 0x1ULL
+/* The API ring is unusable (MES_STATUS.ERROR); RING_ACTIVE=0 clears it. */
+#define VGPU_MES_STATE_HALTED 0x2ULL
+/* MES_API_TYPE_SCHEDULER. */
+#define VGPU_MES_API_HEADER_TYPE__SHIFT 0x0ULL
+#define VGPU_MES_API_HEADER_TYPE_MASK 0xfULL
+/* A MES_SCH_API_* value. */
+#define VGPU_MES_API_HEADER_OPCODE__SHIFT 0x4ULL
+#define VGPU_MES_API_HEADER_OPCODE_MASK 0xff0ULL
+/* Frame size in dwords including the header: 64. */
+#define VGPU_MES_API_HEADER_DWSIZE__SHIFT 0xcULL
+#define VGPU_MES_API_HEADER_DWSIZE_MASK 0xff000ULL
+#define VGPU_MES_API_TYPE_SCHEDULER 0x1ULL
+/* API_FRAME_SIZE_IN_DWORDS. */
+#define VGPU_MES_API_FRAME_DWORDS 0x40ULL
+/* MES_API_STATUS dword 0/1: api_completion_fence_addr (VMID 0, qword aligned). */
+#define VGPU_MES_API_STATUS_FENCE_ADDR 0x0ULL
+/* MES_API_STATUS dword 2/3: the 64-bit value written there when the frame completed successfully. */
+#define VGPU_MES_API_STATUS_FENCE_VALUE 0x2ULL
+#define VGPU_MES_SCH_API_SET_HW_RSRC 0x0ULL
+#define VGPU_MES_SCH_API_SET_SCHEDULING_CONFIG 0x1ULL
+#define VGPU_MES_SCH_API_ADD_QUEUE 0x2ULL
+#define VGPU_MES_SCH_API_REMOVE_QUEUE 0x3ULL
+/* Accepted: vgpu yields at every quantum anyway. */
+#define VGPU_MES_SCH_API_PERFORM_YIELD 0x4ULL
+/* Accepted, as CHANGE_GANG_PRIORITY. */
+#define VGPU_MES_SCH_API_SET_GANG_PRIORITY_LEVEL 0x5ULL
+#define VGPU_MES_SCH_API_SUSPEND 0x6ULL
+#define VGPU_MES_SCH_API_RESUME 0x7ULL
+#define VGPU_MES_SCH_API_RESET 0x8ULL
+/* The event log (MES_EVT_*). */
+#define VGPU_MES_SCH_API_SET_LOG_BUFFER 0x9ULL
+#define VGPU_MES_SCH_API_CHANGE_GANG_PRIORITY 0xaULL
+/* In-order barrier: completes when every earlier frame has. */
+#define VGPU_MES_SCH_API_QUERY_SCHEDULER_STATUS 0xbULL
+/* Accepted (no GDS). */
+#define VGPU_MES_SCH_API_PROGRAM_GDS 0xcULL
+/* Accepted (no shader debugger). */
+#define VGPU_MES_SCH_API_SET_DEBUG_VMID 0xdULL
+/* MES_MISC_OP_* sub-operations. */
+#define VGPU_MES_SCH_API_MISC 0xeULL
+#define VGPU_MES_SCH_API_UPDATE_ROOT_PAGE_TABLE 0xfULL
+/* Accepted. */
+#define VGPU_MES_SCH_API_AMD_LOG 0x10ULL
+/* Accepted (mes_info context). */
+#define VGPU_MES_SCH_API_SET_HW_RSRC_1 0x13ULL
+/* Ignored (no MM hub). */
+#define VGPU_MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB 0x1ULL
+/* VMIDs MES may hand to processes: must not include VMID 0. */
+#define VGPU_MES_SET_HW_RSRC_DW_VMID_MASK_GFXHUB 0x2ULL
+#define VGPU_MES_SET_HW_RSRC_DW_GDS_SIZE 0x3ULL
+#define VGPU_MES_SET_HW_RSRC_DW_PAGING_VMID 0x4ULL
+/* 8 dwords, one per compute pipe: bit q = HQD slot 1 + pipe*8 + q (vgpu has 2 pipes). */
+#define VGPU_MES_SET_HW_RSRC_DW_COMPUTE_HQD_MASK 0x5ULL
+/* 2 dwords: bit 0 of the first is HQD slot 0. */
+#define VGPU_MES_SET_HW_RSRC_DW_GFX_HQD_MASK 0xdULL
+/* 2 dwords, ignored (no SDMA engine). */
+#define VGPU_MES_SET_HW_RSRC_DW_SDMA_HQD_MASK 0xfULL
+/* 5 dwords, one doorbell dword index per priority level (0: none). */
+#define VGPU_MES_SET_HW_RSRC_DW_AGGREGATED_DOORBELLS 0x11ULL
+#define VGPU_MES_SET_HW_RSRC_DW_G_SCH_CTX_GPU_MC_PTR 0x16ULL
+#define VGPU_MES_SET_HW_RSRC_DW_QUERY_STATUS_FENCE_GPU_MC_PTR 0x18ULL
+#define VGPU_MES_SET_HW_RSRC_DW_GC_BASE 0x1aULL
+#define VGPU_MES_SET_HW_RSRC_DW_MMHUB_BASE 0x22ULL
+#define VGPU_MES_SET_HW_RSRC_DW_OSSSYS_BASE 0x2aULL
+#define VGPU_MES_SET_HW_RSRC_DW_API_STATUS 0x32ULL
+#define VGPU_MES_SET_HW_RSRC_DW_FLAGS 0x36ULL
+/* Period of the wptr poll of unmapped queues while oversubscribed, in µs (amdgpu sends 50); 0: no periodic poll. */
+#define VGPU_MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER 0x37ULL
+#define VGPU_MES_SET_HW_RSRC_DW_DOORBELL_INFO 0x38ULL
+#define VGPU_MES_SET_HW_RSRC_DW_EVENT_INTR_HISTORY_GPU_MC_PTR 0x3aULL
+#define VGPU_MES_SET_HW_RSRC_DW_TIMESTAMP 0x3cULL
+#define VGPU_MES_SET_HW_RSRC_DW_OS_TDR_TIMEOUT_IN_SEC 0x3eULL
+/* 5 × u64: the preemption timeout of a queue at each level: how long it may take to leave its slot before it is marked hung (default MES_DEFAULT_PREEMPT_GRACE). */
+#define VGPU_MES_SCHED_CFG_DW_GRACE_PERIOD_OTHER_LEVELS 0x1ULL
+/* 5 × u64: the process quantum of each level, used where ADD_QUEUE gives 0. */
+#define VGPU_MES_SCHED_CFG_DW_PROCESS_QUANTUM_FOR_LEVEL 0xbULL
+/* 5 × u64: how long an idle queue of each level stays mapped while no queue waits for a slot (default MES_DEFAULT_IDLE_GRACE). */
+#define VGPU_MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL 0x15ULL
+/* 0..50: the share of slot time queues below HIGH still get while HIGH and REALTIME queues keep every slot busy. */
+#define VGPU_MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT 0x1fULL
+#define VGPU_MES_SCHED_CFG_DW_API_STATUS 0x20ULL
+/* 50 ms. */
+#define VGPU_MES_DEFAULT_PREEMPT_GRACE 0x7a120ULL
+/* 1 ms. */
+#define VGPU_MES_DEFAULT_IDLE_GRACE 0x2710ULL
+/* 10 ms, amdgpu's. */
+#define VGPU_MES_DEFAULT_PROCESS_QUANTUM 0x186a0ULL
+/* 1 ms, amdgpu's. */
+#define VGPU_MES_DEFAULT_GANG_QUANTUM 0x2710ULL
+#define VGPU_MES_DEFAULT_NORMAL_YIELD_PERCENT 0xaULL
+/* PASID (16 bits). */
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_ID 0x1ULL
+/* Root PD in PDE format (u64). */
+#define VGPU_MES_ADD_QUEUE_DW_PAGE_TABLE_BASE_ADDR 0x2ULL
+/* First page (u64). */
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_VA_START 0x4ULL
+/* Last page (u64, inclusive). */
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_VA_END 0x6ULL
+/* u64, 100 ns. */
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_QUANTUM 0x8ULL
+/* u64: one page per process; identifies the process. */
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_CONTEXT_ADDR 0xaULL
+/* u64, 100 ns. */
+#define VGPU_MES_ADD_QUEUE_DW_GANG_QUANTUM 0xcULL
+/* u64: one page per gang, MES's (MES_CTX_DW_*); identifies the gang. */
+#define VGPU_MES_ADD_QUEUE_DW_GANG_CONTEXT_ADDR 0xeULL
+#define VGPU_MES_ADD_QUEUE_DW_INPROCESS_GANG_PRIORITY 0x10ULL
+/* MES_PRIORITY_*. */
+#define VGPU_MES_ADD_QUEUE_DW_GANG_GLOBAL_PRIORITY_LEVEL 0x11ULL
+/* Doorbell dword index: the queue's identity in later frames. */
+#define VGPU_MES_ADD_QUEUE_DW_DOORBELL_OFFSET 0x12ULL
+/* u64, VMID 0: the v11 compute MQD (MES_MQD_DW_*). */
+#define VGPU_MES_ADD_QUEUE_DW_MQD_ADDR 0x13ULL
+/* u64, VMID 0 (an MC address, API ≥ 2): the queue's 64-bit wptr shadow, read when MES looks for work. */
+#define VGPU_MES_ADD_QUEUE_DW_WPTR_ADDR 0x15ULL
+#define VGPU_MES_ADD_QUEUE_DW_H_CONTEXT 0x17ULL
+#define VGPU_MES_ADD_QUEUE_DW_H_QUEUE 0x19ULL
+/* MES_QUEUE_TYPE_*. */
+#define VGPU_MES_ADD_QUEUE_DW_QUEUE_TYPE 0x1bULL
+#define VGPU_MES_ADD_QUEUE_DW_GDS_BASE 0x1cULL
+#define VGPU_MES_ADD_QUEUE_DW_GDS_SIZE 0x1dULL
+#define VGPU_MES_ADD_QUEUE_DW_GWS_BASE 0x1eULL
+#define VGPU_MES_ADD_QUEUE_DW_GWS_SIZE 0x1fULL
+#define VGPU_MES_ADD_QUEUE_DW_OA_MASK 0x20ULL
+#define VGPU_MES_ADD_QUEUE_DW_TRAP_HANDLER_ADDR 0x21ULL
+/* VM_CONTEXT_CNTL value for the process's VMID. */
+#define VGPU_MES_ADD_QUEUE_DW_VM_CONTEXT_CNTL 0x23ULL
+/* MES_ADD_QUEUE_FLAG_*. */
+#define VGPU_MES_ADD_QUEUE_DW_FLAGS 0x24ULL
+#define VGPU_MES_ADD_QUEUE_DW_API_STATUS 0x25ULL
+#define VGPU_MES_ADD_QUEUE_DW_TMA_ADDR 0x29ULL
+#define VGPU_MES_ADD_QUEUE_DW_SCH_ID 0x2bULL
+#define VGPU_MES_ADD_QUEUE_DW_TIMESTAMP 0x2cULL
+#define VGPU_MES_ADD_QUEUE_DW_PROCESS_CONTEXT_ARRAY_INDEX 0x2eULL
+#define VGPU_MES_ADD_QUEUE_DW_GANG_CONTEXT_ARRAY_INDEX 0x2fULL
+#define VGPU_MES_ADD_QUEUE_DW_PIPE_ID 0x30ULL
+#define VGPU_MES_ADD_QUEUE_DW_QUEUE_ID 0x31ULL
+#define VGPU_MES_ADD_QUEUE_DW_ALIGNMENT_MODE_SETTING 0x32ULL
+/* u64, VMID 0 (0: none): MES writes 1 there when it unmaps the queue and 0 when it maps it. */
+#define VGPU_MES_ADD_QUEUE_DW_UNMAP_FLAG_ADDR 0x33ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_PAGING__SHIFT 0x0ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_PAGING_MASK 0x1ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_DEBUG_VMID__SHIFT 0x1ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_DEBUG_VMID_MASK 0x1eULL
+#define VGPU_MES_ADD_QUEUE_FLAG_PROGRAM_GDS__SHIFT 0x5ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_PROGRAM_GDS_MASK 0x20ULL
+/* Add the queue suspended (RESUME lets it run). */
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED__SHIFT 0x6ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED_MASK 0x40ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_TMZ_QUEUE__SHIFT 0x7ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_TMZ_QUEUE_MASK 0x80ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_MAP_KIQ_UTILITY_QUEUE__SHIFT 0x8ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_MAP_KIQ_UTILITY_QUEUE_MASK 0x100ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_KFD_PROCESS__SHIFT 0x9ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_KFD_PROCESS_MASK 0x200ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_TRAP_EN__SHIFT 0xaULL
+#define VGPU_MES_ADD_QUEUE_FLAG_TRAP_EN_MASK 0x400ULL
+/* Refused: MES_ERR_BAD_QUEUE_TYPE (no AQL packet processor). */
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_AQL_QUEUE__SHIFT 0xbULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_AQL_QUEUE_MASK 0x800ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_SKIP_PROCESS_CTX_CLEAR__SHIFT 0xcULL
+#define VGPU_MES_ADD_QUEUE_FLAG_SKIP_PROCESS_CTX_CLEAR_MASK 0x1000ULL
+/* Refused: MES_ERR_BAD_FIELD (kernel queues are programmed through HQD registers). */
+#define VGPU_MES_ADD_QUEUE_FLAG_MAP_LEGACY_KQ__SHIFT 0xdULL
+#define VGPU_MES_ADD_QUEUE_FLAG_MAP_LEGACY_KQ_MASK 0x2000ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_EXCLUSIVELY_SCHEDULED__SHIFT 0xeULL
+#define VGPU_MES_ADD_QUEUE_FLAG_EXCLUSIVELY_SCHEDULED_MASK 0x4000ULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_LONG_RUNNING__SHIFT 0xfULL
+#define VGPU_MES_ADD_QUEUE_FLAG_IS_LONG_RUNNING_MASK 0x8000ULL
+#define VGPU_MES_REMOVE_QUEUE_DW_DOORBELL_OFFSET 0x1ULL
+#define VGPU_MES_REMOVE_QUEUE_DW_GANG_CONTEXT_ADDR 0x2ULL
+/* Legacy-queue bits: refused when set. */
+#define VGPU_MES_REMOVE_QUEUE_DW_FLAGS 0x4ULL
+#define VGPU_MES_REMOVE_QUEUE_DW_API_STATUS 0x5ULL
+#define VGPU_MES_REMOVE_QUEUE_DW_PIPE_ID 0x9ULL
+#define VGPU_MES_REMOVE_QUEUE_DW_QUEUE_ID 0xaULL
+#define VGPU_MES_REMOVE_QUEUE_DW_TF_ADDR 0xbULL
+#define VGPU_MES_REMOVE_QUEUE_DW_TF_DATA 0xdULL
+#define VGPU_MES_REMOVE_QUEUE_DW_QUEUE_TYPE 0xeULL
+/* Bit 0 SUSPEND_ALL_GANGS. */
+#define VGPU_MES_SUSPEND_DW_FLAGS 0x1ULL
+/* The gang (unless all). */
+#define VGPU_MES_SUSPEND_DW_GANG_CONTEXT_ADDR 0x2ULL
+/* u64, VMID 0: written with SUSPEND_FENCE_VALUE once every named gang is off the hardware, state saved. */
+#define VGPU_MES_SUSPEND_DW_SUSPEND_FENCE_ADDR 0x4ULL
+/* u32. */
+#define VGPU_MES_SUSPEND_DW_SUSPEND_FENCE_VALUE 0x6ULL
+#define VGPU_MES_SUSPEND_DW_API_STATUS 0x7ULL
+/* Bit 0 RESUME_ALL_GANGS. */
+#define VGPU_MES_RESUME_DW_FLAGS 0x1ULL
+#define VGPU_MES_RESUME_DW_GANG_CONTEXT_ADDR 0x2ULL
+#define VGPU_MES_RESUME_DW_API_STATUS 0x4ULL
+/* MES_RESET_FLAG_*. */
+#define VGPU_MES_RESET_DW_FLAGS 0x1ULL
+#define VGPU_MES_RESET_DW_GANG_CONTEXT_ADDR 0x2ULL
+/* RESET_QUEUE_ONLY: the queue. */
+#define VGPU_MES_RESET_DW_DOORBELL_OFFSET 0x4ULL
+/* u64, VMID 0: the hung-doorbell array detection fills (entries not hung keep the driver's MES_HUNG_DB_INVALID). */
+#define VGPU_MES_RESET_DW_DOORBELL_OFFSET_ADDR 0x5ULL
+#define VGPU_MES_RESET_DW_QUEUE_TYPE 0x7ULL
+#define VGPU_MES_RESET_DW_API_STATUS 0x18ULL
+/* Doorbell entries of the array vgpu fills (amdgpu's MES11_HUNG_DB_OFFSET_ARRAY_SIZE); HQD info (slot) follows at the same count. */
+#define VGPU_MES_RESET_DW_HUNG_DB_ENTRIES 0x4ULL
+#define VGPU_MES_RESET_FLAG_RESET_QUEUE_ONLY__SHIFT 0x0ULL
+#define VGPU_MES_RESET_FLAG_RESET_QUEUE_ONLY_MASK 0x1ULL
+#define VGPU_MES_RESET_FLAG_HANG_DETECT_THEN_RESET__SHIFT 0x1ULL
+#define VGPU_MES_RESET_FLAG_HANG_DETECT_THEN_RESET_MASK 0x2ULL
+#define VGPU_MES_RESET_FLAG_HANG_DETECT_ONLY__SHIFT 0x2ULL
+#define VGPU_MES_RESET_FLAG_HANG_DETECT_ONLY_MASK 0x4ULL
+/* Refused: MES_ERR_BAD_FIELD. */
+#define VGPU_MES_RESET_FLAG_RESET_LEGACY_GFX__SHIFT 0x3ULL
+#define VGPU_MES_RESET_FLAG_RESET_LEGACY_GFX_MASK 0x8ULL
+#define VGPU_MES_QUERY_DW_MES_HEALTHY 0x1ULL
+#define VGPU_MES_QUERY_DW_API_STATUS 0x2ULL
+#define VGPU_MES_CHANGE_PRIO_DW_INPROCESS_GANG_PRIORITY 0x1ULL
+#define VGPU_MES_CHANGE_PRIO_DW_GANG_GLOBAL_PRIORITY_LEVEL 0x2ULL
+/* u64. */
+#define VGPU_MES_CHANGE_PRIO_DW_GANG_QUANTUM 0x3ULL
+#define VGPU_MES_CHANGE_PRIO_DW_GANG_CONTEXT_ADDR 0x5ULL
+#define VGPU_MES_CHANGE_PRIO_DW_API_STATUS 0x7ULL
+/* Ignored. */
+#define VGPU_MES_LOG_DW_LOG_TYPE 0x1ULL
+/* u64, VMID 0, 32-byte aligned: a header record then NUMBER_OF_ENTRIES records (MES_EVT_*); 0 stops logging. */
+#define VGPU_MES_LOG_DW_BUFFER_ADDR 0x2ULL
+/* 1..65536. */
+#define VGPU_MES_LOG_DW_NUMBER_OF_ENTRIES 0x4ULL
+/* Ignored. */
+#define VGPU_MES_LOG_DW_INTERRUPT_ENTRY 0x5ULL
+#define VGPU_MES_LOG_DW_API_STATUS 0x6ULL
+/* u64, PDE format. */
+#define VGPU_MES_ROOT_PT_DW_PAGE_TABLE_BASE_ADDR 0x1ULL
+/* u64: the process. */
+#define VGPU_MES_ROOT_PT_DW_PROCESS_CONTEXT_ADDR 0x3ULL
+#define VGPU_MES_ROOT_PT_DW_API_STATUS 0x5ULL
+/* A MES_MISC_OP_* value. */
+#define VGPU_MES_MISC_DW_OPCODE 0x1ULL
+#define VGPU_MES_MISC_DW_API_STATUS 0x2ULL
+/* WRITE_REG, READ_REG: register dword offset (into the register BAR). */
+#define VGPU_MES_MISC_DW_REG_OFFSET 0x6ULL
+#define VGPU_MES_MISC_DW_WRITE_REG_VALUE 0x7ULL
+/* u64, VMID 0: where READ_REG writes the value. */
+#define VGPU_MES_MISC_DW_READ_REG_BUFFER_ADDR 0x7ULL
+/* WAIT_REG_MEM: MES_MISC_WAIT_OP_*. */
+#define VGPU_MES_MISC_DW_WAIT_OP 0x6ULL
+#define VGPU_MES_MISC_DW_WAIT_REFERENCE 0x7ULL
+#define VGPU_MES_MISC_DW_WAIT_MASK 0x8ULL
+/* WRITE_WAIT_WRITE writes the reference here first; WAIT polls it. */
+#define VGPU_MES_MISC_DW_WAIT_REG_OFFSET1 0x9ULL
+/* WRITE_WAIT_WRITE polls this one. */
+#define VGPU_MES_MISC_DW_WAIT_REG_OFFSET2 0xaULL
+#define VGPU_MES_MISC_DW_QUERY_CONTEXT_ID 0x6ULL
+/* u64. */
+#define VGPU_MES_MISC_DW_INV_GART_VA_START 0x6ULL
+/* u64. */
+#define VGPU_MES_MISC_DW_INV_GART_SIZE 0x8ULL
+/* NOTIFY_WORK_ON_UNMAPPED_QUEUE: ignored, every level is polled. */
+#define VGPU_MES_MISC_DW_NOTIFY_PRIORITY_LEVEL 0x6ULL
+#define VGPU_MES_MISC_OP_WRITE_REG 0x0ULL
+/* Drops VMID 0's cached GART translations. */
+#define VGPU_MES_MISC_OP_INV_GART 0x1ULL
+/* Accepted. */
+#define VGPU_MES_MISC_OP_QUERY_STATUS 0x2ULL
+#define VGPU_MES_MISC_OP_READ_REG 0x3ULL
+/* Register waits, bounded by MES_MISC_WAIT_TIMEOUT_US. */
+#define VGPU_MES_MISC_OP_WAIT_REG_MEM 0x4ULL
+/* Accepted (no shader debugger). */
+#define VGPU_MES_MISC_OP_SET_SHADER_DEBUGGER 0x5ULL
+/* Read the wptr shadow of every unmapped queue now. */
+#define VGPU_MES_MISC_OP_NOTIFY_WORK_ON_UNMAPPED_QUEUE 0x6ULL
+/* Accepted. */
+#define VGPU_MES_MISC_OP_NOTIFY_TO_UNMAP_PROCESSES 0x7ULL
+/* Accepted. */
+#define VGPU_MES_MISC_OP_CHANGE_CONFIG 0x8ULL
+/* Accepted. */
+#define VGPU_MES_MISC_OP_LAUNCH_CLEANER_SHADER 0x9ULL
+/* WAIT_REG_MEM op: wait until (REG_OFFSET1 & mask) == reference. */
+#define VGPU_MES_MISC_OP_WAIT_OP_WAIT 0x0ULL
+/* Write the reference to REG_OFFSET1, then wait until (REG_OFFSET2 & mask) == reference & mask (TLB invalidation, HDP flush). */
+#define VGPU_MES_MISC_OP_WAIT_OP_WRITE_WAIT_WRITE 0x1ULL
+/* A register wait that does not hold within this fails with MES_ERR_WAIT_TIMEOUT. */
+#define VGPU_MES_MISC_OP_WAIT_TIMEOUT_US 0x186a0ULL
+/* Mapped only onto HQD slot 0 (gfx_hqd_mask). */
+#define VGPU_MES_QUEUE_TYPE_GFX 0x0ULL
+#define VGPU_MES_QUEUE_TYPE_COMPUTE 0x1ULL
+/* Refused: MES_ERR_BAD_QUEUE_TYPE (no SDMA engine). */
+#define VGPU_MES_QUEUE_TYPE_SDMA 0x2ULL
+#define VGPU_MES_PRIORITY_LOW 0x0ULL
+#define VGPU_MES_PRIORITY_NORMAL 0x1ULL
+#define VGPU_MES_PRIORITY_MEDIUM 0x2ULL
+#define VGPU_MES_PRIORITY_HIGH 0x3ULL
+#define VGPU_MES_PRIORITY_REALTIME 0x4ULL
+#define VGPU_MES_ERR_NONE 0x0ULL
+/* TYPE is not MES_API_TYPE_SCHEDULER or DWSIZE is not 64. */
+#define VGPU_MES_ERR_BAD_HEADER 0x1ULL
+/* No such opcode (or MISC sub-opcode). */
+#define VGPU_MES_ERR_UNKNOWN_OPCODE 0x2ULL
+/* A queue frame before SET_HW_RESOURCES. */
+#define VGPU_MES_ERR_NOT_INITIALIZED 0x3ULL
+/* SET_HW_RESOURCES names a slot the device lacks or the kernel is using (HQD active), or VMID 0, or no VMID. */
+#define VGPU_MES_ERR_BAD_MASK 0x4ULL
+/* An MQD, context, fence, wptr or array address that is misaligned or that MES cannot reach (VMID 0). */
+#define VGPU_MES_ERR_BAD_ADDRESS 0x5ULL
+/* A doorbell offset outside the doorbell BAR, the MES ring's own, or one a kernel queue or an aggregated doorbell uses. */
+#define VGPU_MES_ERR_BAD_DOORBELL 0x6ULL
+/* ADD_QUEUE with a doorbell already added. */
+#define VGPU_MES_ERR_DUPLICATE_QUEUE 0x7ULL
+/* No added queue has that doorbell (or no gang that context). */
+#define VGPU_MES_ERR_NO_SUCH_QUEUE 0x8ULL
+/* REMOVE_QUEUE (or SUSPEND) of a queue marked hung: RESET it first. */
+#define VGPU_MES_ERR_QUEUE_HUNG 0x9ULL
+/* SDMA, AQL, or a GFX queue while slot 0 is not MES's. */
+#define VGPU_MES_ERR_BAD_QUEUE_TYPE 0xaULL
+/* The MQD's ring is invalid (size, alignment, beyond 48 bits) or its header is not MES_MQD_HEADER. */
+#define VGPU_MES_ERR_BAD_MQD 0xbULL
+/* A priority level above REALTIME. */
+#define VGPU_MES_ERR_BAD_PRIORITY 0xcULL
+/* A value the frame does not allow (VA range, quantum, legacy-queue bits, log size). */
+#define VGPU_MES_ERR_BAD_FIELD 0xdULL
+/* MES_MAX_QUEUES are added. */
+#define VGPU_MES_ERR_TOO_MANY_QUEUES 0xeULL
+/* SUSPEND or REMOVE_QUEUE: the queue did not leave its slot within its grace; it is marked hung. */
+#define VGPU_MES_ERR_PREEMPT_TIMEOUT 0xfULL
+/* MISC WAIT_REG_MEM did not hold within MES_MISC_WAIT_TIMEOUT_US. */
+#define VGPU_MES_ERR_WAIT_TIMEOUT 0x10ULL
+/* MISC register access outside the register BAR or refused. */
+#define VGPU_MES_ERR_REG_ACCESS 0x11ULL
+/* MES_STATUS.ERROR: the API ring's base or size is invalid, or a frame could not be fetched. */
+#define VGPU_MES_ERR_RING_CONFIG 0x12ULL
+/* MES_STATUS.ERROR: the ring wptr is not a whole number of frames, or more than a ring ahead. */
+#define VGPU_MES_ERR_BAD_WPTR 0x13ULL
+/* RESUME of a gang that is not suspended. */
+#define VGPU_MES_ERR_NOT_SUSPENDED 0x14ULL
+/* KIND [7:0], REASON [15:8] (MES_UNMAP_* or MES_ERR_*), SLOT [23:16] (0xFF none), PRIORITY [26:24]. */
+#define VGPU_MES_EVT_DW_KIND 0x0ULL
+/* The queue's doorbell offset (frames: the opcode). */
+#define VGPU_MES_EVT_DW_DOORBELL 0x1ULL
+/* Nanoseconds since the scheduler started, low 32 bits. */
+#define VGPU_MES_EVT_DW_TIME_LO 0x2ULL
+#define VGPU_MES_EVT_DW_TIME_HI 0x3ULL
+/* The queue's rptr (monotonic dwords); frames: the ring rptr of the frame. */
+#define VGPU_MES_EVT_DW_RPTR_LO 0x4ULL
+#define VGPU_MES_EVT_DW_RPTR_HI 0x5ULL
+/* PASID [15:0], VMID [19:16]. */
+#define VGPU_MES_EVT_DW_VMID_PASID 0x6ULL
+/* The event number n. */
+#define VGPU_MES_EVT_DW_SEQ 0x7ULL
+#define VGPU_MES_EVT_KIND__SHIFT 0x0ULL
+#define VGPU_MES_EVT_KIND_MASK 0xffULL
+#define VGPU_MES_EVT_REASON__SHIFT 0x8ULL
+#define VGPU_MES_EVT_REASON_MASK 0xff00ULL
+#define VGPU_MES_EVT_SLOT__SHIFT 0x10ULL
+#define VGPU_MES_EVT_SLOT_MASK 0xff0000ULL
+#define VGPU_MES_EVT_PRIORITY__SHIFT 0x18ULL
+#define VGPU_MES_EVT_PRIORITY_MASK 0x7000000ULL
+/* A frame completed (DW_DOORBELL: its opcode). */
+#define VGPU_MES_EVT_FRAME 0x1ULL
+/* A frame failed (REASON: the MES_ERR_*). */
+#define VGPU_MES_EVT_FRAME_ERROR 0x2ULL
+/* A queue was loaded into SLOT from its MQD. */
+#define VGPU_MES_EVT_MAP 0x3ULL
+/* A queue left SLOT, state saved (REASON: MES_UNMAP_*). */
+#define VGPU_MES_EVT_UNMAP 0x4ULL
+/* MES asked the queue in SLOT to stop (REASON: why). */
+#define VGPU_MES_EVT_PREEMPT 0x5ULL
+/* The queue in SLOT did not stop within its grace: marked hung. */
+#define VGPU_MES_EVT_HANG 0x6ULL
+/* A queue was reset (its work discarded, rptr = wptr). */
+#define VGPU_MES_EVT_RESET 0x7ULL
+/* A doorbell (or a wptr poll) found work for an unmapped queue. */
+#define VGPU_MES_EVT_DOORBELL 0x8ULL
+/* A process got a VMID (REASON 1) or lost it (REASON 0). */
+#define VGPU_MES_EVT_VMID 0x9ULL
+/* No work past the idle grace, or another queue waited. */
+#define VGPU_MES_UNMAP_IDLE 0x1ULL
+/* Its quantum expired while an equal-priority queue waited. */
+#define VGPU_MES_UNMAP_QUANTUM 0x2ULL
+/* A higher-priority queue needed the slot. */
+#define VGPU_MES_UNMAP_PRIORITY 0x3ULL
+/* REMOVE_QUEUE. */
+#define VGPU_MES_UNMAP_REMOVE 0x4ULL
+/* SUSPEND. */
+#define VGPU_MES_UNMAP_SUSPEND 0x5ULL
+/* RESET: not saved. */
+#define VGPU_MES_UNMAP_RESET 0x6ULL
+/* Its process's VMID was given to another process. */
+#define VGPU_MES_UNMAP_VMID 0x7ULL
+/* 2 KiB. */
+#define VGPU_MES_MQD_DWORDS 0x200ULL
+/* Dword 0 as amdgpu writes it. */
+#define VGPU_MES_MQD_HEADER 0xc0310800ULL
+#define VGPU_MES_MQD_DW_HEADER 0x0ULL
+#define VGPU_MES_MQD_DW_CP_MQD_BASE_ADDR_LO 0x80ULL
+#define VGPU_MES_MQD_DW_CP_MQD_BASE_ADDR_HI 0x81ULL
+/* MES writes 1 on map, 0 on unmap. */
+#define VGPU_MES_MQD_DW_CP_HQD_ACTIVE 0x82ULL
+/* MES writes the VMID it assigned. */
+#define VGPU_MES_MQD_DW_CP_HQD_VMID 0x83ULL
+#define VGPU_MES_MQD_DW_CP_HQD_PERSISTENT_STATE 0x84ULL
+#define VGPU_MES_MQD_DW_CP_HQD_PIPE_PRIORITY 0x85ULL
+#define VGPU_MES_MQD_DW_CP_HQD_QUEUE_PRIORITY 0x86ULL
+#define VGPU_MES_MQD_DW_CP_HQD_QUANTUM 0x87ULL
+/* Ring address >> 8. */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_BASE_LO 0x88ULL
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_BASE_HI 0x89ULL
+/* Saved: rptr in dwords, wrapped. */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_RPTR 0x8aULL
+/* In the process's VMID. */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO 0x8bULL
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI 0x8cULL
+/* In the process's VMID: polled while mapped when CP_HQD_PQ_WPTR_POLL_CNTL... (vgpu: whenever non-zero). */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO 0x8dULL
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_HI 0x8eULL
+/* As HQD_PQ_DOORBELL_CONTROL; MES sets DOORBELL_EN and ADD_QUEUE's offset. */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL 0x8fULL
+/* As HQD_PQ_CONTROL (QUEUE_SIZE, NO_UPDATE_RPTR). */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_CONTROL 0x91ULL
+/* Saved: the IB1 in flight (0: none). */
+#define VGPU_MES_MQD_DW_CP_HQD_IB_BASE_ADDR_LO 0x92ULL
+#define VGPU_MES_MQD_DW_CP_HQD_IB_BASE_ADDR_HI 0x93ULL
+/* Saved: the next IB1 dword. */
+#define VGPU_MES_MQD_DW_CP_HQD_IB_RPTR 0x94ULL
+/* Saved: IB_SIZE [19:0], PROCESSING_IB [31]. */
+#define VGPU_MES_MQD_DW_CP_HQD_IB_CONTROL 0x95ULL
+#define VGPU_MES_MQD_DW_CP_HQD_DEQUEUE_REQUEST 0x98ULL
+#define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO 0xa5ULL
+#define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI 0xa6ULL
+#define VGPU_MES_MQD_DW_CP_HQD_EOP_CONTROL 0xa7ULL
+#define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO 0xabULL
+#define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI 0xacULL
+#define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE 0xb1ULL
+/* Saved: the CP_ERROR_* of a queue that halted. */
+#define VGPU_MES_MQD_DW_CP_HQD_ERROR 0xb3ULL
+/* Saved: wptr (monotonic dwords). */
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_LO 0xb6ULL
+#define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_HI 0xb7ULL
+/* The protected fence (PM4 PROTECTED_FENCE_SIGNAL), a GPU address in the process's VMID (0: none). */
+#define VGPU_MES_MQD_DW_FENCE_ADDRESS_LO 0x1beULL
+#define VGPU_MES_MQD_DW_FENCE_ADDRESS_HI 0x1bfULL
+/* Just past the MQD (amdgpu's end-of-MQD slot, dword 512 being wptr_saved): MES writes 1 while the queue is unmapped, 0 while mapped. */
+#define VGPU_MES_MQD_DW_IS_QUEUE_UNMAP 0x201ULL
+#define VGPU_MES_MQD_IB_CONTROL_IB_SIZE__SHIFT 0x0ULL
+#define VGPU_MES_MQD_IB_CONTROL_IB_SIZE_MASK 0xfffffULL
+#define VGPU_MES_MQD_IB_CONTROL_PROCESSING_IB__SHIFT 0x1fULL
+#define VGPU_MES_MQD_IB_CONTROL_PROCESSING_IB_MASK 0x80000000ULL
+/* MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE). */
+#define VGPU_MES_CTX_DW_MAGIC 0x0ULL
+/* "CSEM". */
+#define VGPU_MES_CTX_MAGIC 0x4d455343ULL
+/* IB level at the stop: 0 ring, 1 IB1, 2 IB2. */
+#define VGPU_MES_CTX_DW_LEVEL 0x1ULL
+/* IB starts since the last ring-level IB. */
+#define VGPU_MES_CTX_DW_IB_COUNT 0x2ULL
+#define VGPU_MES_CTX_DW_IB2_BASE_LO 0x3ULL
+#define VGPU_MES_CTX_DW_IB2_BASE_HI 0x4ULL
+#define VGPU_MES_CTX_DW_IB2_SIZE 0x5ULL
+#define VGPU_MES_CTX_DW_IB2_RPTR 0x6ULL
+/* VMIDs the IBs run in: IB1 [3:0], IB2 [7:4] (a kernel stream's IB VMID field). */
+#define VGPU_MES_CTX_DW_IB1_VMID 0x7ULL
+/* Bytes of the interrupted DMA_DATA already done. */
+#define VGPU_MES_CTX_DW_PROGRESS_LO 0x8ULL
+#define VGPU_MES_CTX_DW_PROGRESS_HI 0x9ULL
+/* Bit 0: the interrupted WAIT_REG_MEM (OPERATION 1) already wrote its reference. */
+#define VGPU_MES_CTX_DW_FLAGS 0xaULL
+/* 16 dwords: COMPUTE_USER_DATA_0..15. */
+#define VGPU_MES_CTX_DW_USER_DATA 0x10ULL
+/* The last value PROTECTED_FENCE_SIGNAL wrote. */
+#define VGPU_MES_CTX_DW_PROTECTED_FENCE_LO 0x20ULL
+#define VGPU_MES_CTX_DW_PROTECTED_FENCE_HI 0x21ULL
+/* Per-queue status, written at every map and unmap: MES_QUERY_STATUS layout. */
+#define VGPU_MES_CTX_DW_STATUS 0x28ULL
+#define VGPU_MES_CTX_DW_MAPS 0x29ULL
+#define VGPU_MES_CTX_DW_PREEMPTS 0x2aULL
+#define VGPU_MES_CTX_DW_RPTR_LO 0x2bULL
+#define VGPU_MES_CTX_DW_RPTR_HI 0x2cULL
+/* MES writes only the first 256 bytes of the page. */
+#define VGPU_MES_CTX_BYTES 0x100ULL
+#define VGPU_PM4_PROTECTED_FENCE_DWORDS 0x2ULL
+/* A frame failed: DW4 MES_ERR_*, DW5 opcode, DW6 ring dword offset, DW7 doorbell (or 0). */
+#define VGPU_IH_SRC_MES_ERROR 0xf0ULL
+/* A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID. */
+#define VGPU_IH_SRC_MES_QUEUE_HUNG 0xf1ULL
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
