@@ -26,18 +26,24 @@ import (
 // queues on 16 slots are unmapped and mapped again thousands of times a second (reported to
 // the coordinator; the baseline would not be a permanently mapped one).
 //
-// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum (1 ms; 5 ms,
-// which should save switches, gave fewer jobs/s here and let a waiting queue go a whole
-// 1 s window without a slot), idle grace
-// (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms, preemption grace (GRACE_PERIOD_OTHER_LEVELS)
-// osPreempt — on this shared 2-core host a process can be stalled for tens of milliseconds,
-// and with the default 50 ms every queue being preempted at such a moment is marked hung for
-// good — and OVERSUBSCRIPTION_TIMER 0 (the unmapped-doorbell intercept is on).
+// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms. With
+// amdgpu's 1 ms a queue is often preempted for its quantum before it has executed a packet:
+// the quantum runs from the map, while a queue just mapped waits for one of the CP's
+// execution turns behind the 15 busy ones (up to 16 × the 100 µs turn budget on this host),
+// so a waiting queue can be mapped and unmapped again and again with no progress for over a
+// second (the event log shows MAP, then PREEMPT QUANTUM 0.2–1 ms later, rptr unchanged;
+// reported to the coordinator). 2 ms clears that turn wait; with 32 jobs in flight a queue
+// that gets a turn has work for it. Idle grace (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms;
+// preemption grace (GRACE_PERIOD_OTHER_LEVELS) osPreempt: on this shared 2-core host a
+// process can be stalled for tens of milliseconds, and with the default 50 ms every queue
+// being preempted at such a moment is marked hung for good (seen: 11 and 15 queues hung
+// after a quantum preemption, their CP goroutines long gone). OVERSUBSCRIPTION_TIMER 0: the
+// unmapped-doorbell intercept is on.
 
 // Knobs (variables so that a probe can try others).
 var (
-	osInFlight uint32 = 16    // jobs a queue may have outstanding
-	osQuantum  uint64 = 10000 // GANG_QUANTUM, 100 ns units: 1 ms (amdgpu's default)
+	osInFlight uint32 = 32    // jobs a queue may have outstanding
+	osQuantum  uint64 = 20000 // GANG_QUANTUM, 100 ns units: 2 ms
 )
 
 const (
@@ -46,11 +52,13 @@ const (
 	osProcs   = 8  // queue k in process k % osProcs (VMID 1 + k % osProcs in the baseline)
 	osWrites  = 3  // WRITE_DATA per job
 	osRing    = 1024
-	osIdle    = 100000           // PROCESS_GRACE_PERIOD_SAME_LEVEL: 10 ms
-	osPreempt = 5000000          // GRACE_PERIOD_OTHER_LEVELS: 500 ms
-	osWarm    = 20 * time.Second // bound on every queue completing its first job
+	osIdle    = 100000  // PROCESS_GRACE_PERIOD_SAME_LEVEL: 10 ms
+	osPreempt = 5000000 // GRACE_PERIOD_OTHER_LEVELS: 500 ms
 	osDrain   = 20 * time.Second
 )
+
+// osWarm bounds the wait for every queue to complete its first job (a test shortens it).
+var osWarm = 20 * time.Second
 
 // oversubRig is the MES device with its 1024 queues and the baseline device with its 16.
 type oversubRig struct {
@@ -215,8 +223,8 @@ func (o *mesRig) window(qs []*mesQueue, d time.Duration) (osWindow, error) {
 	}
 	for i, c := range w.counts {
 		if c == 0 {
-			return osWindow{}, fmt.Errorf("queue %s completed nothing in the %v window (%d jobs in all): %s",
-				qs[i], w.took.Round(time.Millisecond), sum(w.counts), qs[i].describe())
+			return osWindow{}, fmt.Errorf("queue %s completed nothing in the %v window (%d jobs in all; its fence %d at the window's start, %d at its end): %s",
+				qs[i], w.took.Round(time.Millisecond), sum(w.counts), at[i], at[i]+c, qs[i].describe())
 		}
 	}
 	return w, nil

@@ -32,6 +32,9 @@ func runBench(args []string) error {
 		one(bench.PacketRateProcessVMID().Run),
 		one(bench.TranslateTLBHit().Run),
 		one(bench.TranslateWalk().Run),
+		func() ([]bench.Result, error) { return bench.MESOversubscription(time.Second, mesRounds(*quick)) },
+		one(func() (bench.Result, error) { return bench.MESSwitch(5) }),
+		func() ([]bench.Result, error) { return bench.MESPriorityLatency(100, mesRounds(*quick)) },
 	}
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}
 	if *quick {
@@ -69,6 +72,14 @@ func runBench(args []string) error {
 	}
 	fmt.Fprintln(os.Stderr)
 	return w.Flush()
+}
+
+// mesRounds is how many rounds the MES figures alternate (each a second or so).
+func mesRounds(quick bool) int {
+	if quick {
+		return 1
+	}
+	return 3
 }
 
 // one adapts a single-result measurement.

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"vgpu/abi"
+	"vgpu/cp/cptest"
+	"vgpu/vfiouser/vfiousertest"
+)
+
+// The switch-cost figure: SET_HW_RESOURCES gives MES one compute slot (slot 1) and two queues
+// of one process, A and B, take turns with one short job each (a one-dword WRITE_DATA and an
+// interrupting fence; submitted, then waited for on the interrupt): every job finds the other
+// queue idle in the slot, so MES unmaps it (saving it to its MQD) and maps this one — one
+// switch per job, checked (MES_MAPS grows by one per job). The same jobs on A alone, which
+// stays mapped (checked: no map), cost the rest of the job: the switch is the difference, per
+// round (the rounds of the three sides alternate). Beside it, in the same rig, the cost of 20
+// one-dword WRITE_DATA packets through the device path (A, mapped, runs them in fenced chunks
+// of up to half its ring, as the packet-rate figure does).
+
+// longIdle is the idle grace (100 ns units: 10 s) of the rigs whose baselines need a queue to
+// stay mapped: with nobody waiting a queue may keep its slot, and this scheduler starts a
+// queue's idle grace when it first sees it idle and does not restart it when the queue works
+// again, so with a short grace a queue busy with back-to-back short jobs is unmapped once per
+// grace period (reported to the coordinator).
+const longIdle = 100_000_000
+
+const (
+	swRing    = 1 << 16 // A's ring (the packet baseline's chunks)
+	swPackets = 20      // the baseline: packets per op
+	swWait    = 10 * time.Second
+)
+
+type switchRig struct {
+	*mesRig
+	a, b *mesQueue
+	last *mesQueue // the queue that ran the last job
+}
+
+func newSwitchRig() (*switchRig, error) {
+	r, err := newMESRig(0x1, 0, mesSchedConfig{idleGrace: longIdle, preemptGrace: osPreempt})
+	if err != nil {
+		return nil, err
+	}
+	s := &switchRig{mesRig: r}
+	if err := s.build(); err != nil {
+		return nil, errors.Join(err, r.Close())
+	}
+	return s, nil
+}
+
+func (s *switchRig) build() error {
+	p, err := s.newProc()
+	if err != nil {
+		return err
+	}
+	a, fa, err := s.newQueue(p, "A", swRing, abi.MES_PRIORITY_NORMAL, 0)
+	if err != nil {
+		return err
+	}
+	b, fb, err := s.newQueue(p, "B", osRing, abi.MES_PRIORITY_NORMAL, 0)
+	if err != nil {
+		return err
+	}
+	s.a, s.b = a, b
+	return s.add([]*mesFrameB{fa, fb})
+}
+
+// one runs one job on q and waits for it.
+func (s *switchRig) one(q *mesQueue) error {
+	q.job(1, true)
+	if err := q.kick(); err != nil {
+		return err
+	}
+	s.last = q
+	return s.waitJobs([]*mesQueue{q}, swWait)
+}
+
+// counted runs f and fails unless MES_MAPS grew by want (the clock stopped around the reads).
+func (s *switchRig) counted(c Clock, want func(n int) uint32, n int, f func() error) error {
+	c.StopTimer()
+	var err error
+	before := s.reg(abi.REG_MES_MAPS, &err)
+	c.StartTimer()
+	if err != nil {
+		return err
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	c.StopTimer()
+	defer c.StartTimer()
+	if got := s.reg(abi.REG_MES_MAPS, &err) - before; err == nil && got != want(n) {
+		return fmt.Errorf("%d maps for %d jobs, want %d", got, n, want(n))
+	}
+	return err
+}
+
+// alternate: every job goes to the queue that did not run the last one.
+func (s *switchRig) alternate(n int, c Clock) error {
+	return s.counted(c, func(n int) uint32 { return uint32(n) }, n, func() error {
+		for range n {
+			q := s.a
+			if s.last == s.a {
+				q = s.b
+			}
+			if err := s.one(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// toA makes A the queue in the slot (untimed).
+func (s *switchRig) toA(c Clock) error {
+	if s.last == s.a {
+		return nil
+	}
+	c.StopTimer()
+	defer c.StartTimer()
+	return s.one(s.a)
+}
+
+// alone: every job on A, which stays mapped.
+func (s *switchRig) alone(n int, c Clock) error {
+	if err := s.toA(c); err != nil {
+		return err
+	}
+	return s.counted(c, func(int) uint32 { return 0 }, n, func() error {
+		for range n {
+			if err := s.one(s.a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// packetOp is 20·n one-dword WRITE_DATA packets on A (mapped), checked as the packet-rate
+// figure checks them.
+func (s *switchRig) packetOp() Op {
+	a := s.a
+	t := packetTarget{emit: a.emit, kick: a.kick, packets: s.packets,
+		fence: a.va(mqPktFnc), dst: a.va(mqPktDst), readDst: func() uint32 { return a.word(mqPktDst) },
+		waitFence: func(seq uint32, timeout time.Duration) error {
+			deadline := time.Now().Add(timeout)
+			for int32(a.word(mqPktFnc)-seq) < 0 {
+				left := time.Until(deadline)
+				if left <= 0 {
+					return fmt.Errorf("queue A: packet fence %d not written after %v: %s", seq, timeout, a.describe())
+				}
+				if _, err := vfiousertest.WaitIRQ(s.IRQ[0], left); err != nil && !errors.Is(err, vfiousertest.ErrTimeout) {
+					return err
+				}
+			}
+			return nil
+		}}
+	op := t.op(swRing)
+	return func(n int, c Clock) error {
+		if err := s.toA(c); err != nil {
+			return err
+		}
+		return s.counted(c, func(int) uint32 { return 0 }, n, func() error { return op(swPackets*n, c) })
+	}
+}
+
+// alternateRounds calibrates each op to a round of measureFor/rounds, then runs rounds rounds
+// of them in turn, and returns each op's µs per iteration, round by round.
+func alternateRounds(ops []Op, rounds int) ([][]float64, error) {
+	ns := make([]int, len(ops))
+	for i, op := range ops {
+		r, err := measure(op, measureFor/time.Duration(rounds))
+		if err != nil {
+			return nil, err
+		}
+		ns[i] = r.N
+	}
+	us := make([][]float64, len(ops))
+	for range rounds {
+		for i, op := range ops {
+			r, err := timeOp(op, ns[i])
+			if err != nil {
+				return nil, err
+			}
+			us[i] = append(us[i], micros(r.T)/float64(r.N))
+		}
+	}
+	return us, nil
+}
+
+// MESSwitch is the cost of one switch (unmap of a queue, map of another) on one MES slot,
+// beside 20 one-dword WRITE_DATA packets through the device path, in the same rig.
+func MESSwitch(rounds int) (res Result, err error) {
+	const name = "MES switch (unmap + map), one slot"
+	s, err := newSwitchRig()
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: set-up: %w", name, err)
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			res, err = Result{}, cerr
+		}
+	}()
+	pk := s.packetOp()
+	// Warm-up: a lap of A's ring, and a few switches.
+	if _, err := timeOp(pk, swRing/len(cptest.WriteMem(0, 0))/swPackets); err != nil {
+		return Result{}, fmt.Errorf("%s: baseline warm-up: %w", name, err)
+	}
+	if _, err := timeOp(s.alternate, 20); err != nil {
+		return Result{}, fmt.Errorf("%s: warm-up: %w", name, err)
+	}
+	us, err := alternateRounds([]Op{s.alternate, s.alone, pk}, rounds)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", name, err)
+	}
+	diff := make([]float64, rounds)
+	for i := range diff {
+		diff[i] = us[0][i] - us[1][i]
+	}
+	return Result{Name: name, Value: median(diff), Unit: "µs", Baseline: "20 one-dword WRITE_DATA (device path, same queue)",
+		Base: median(us[2]),
+		Note: fmt.Sprintf("job with a switch %.3g µs, without (queue stays mapped) %.3g µs; target ≤ 1×", median(us[0]), median(us[1]))}, nil
+}
