@@ -32,9 +32,6 @@ func runBench(args []string) error {
 		one(bench.PacketRateProcessVMID().Run),
 		one(bench.TranslateTLBHit().Run),
 		one(bench.TranslateWalk().Run),
-		func() ([]bench.Result, error) { return bench.MESOversubscription(time.Second, mesRounds(*quick)) },
-		one(func() (bench.Result, error) { return bench.MESSwitch(5) }),
-		func() ([]bench.Result, error) { return bench.MESPriorityLatency(100, mesRounds(*quick)) },
 	}
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}
 	if *quick {
@@ -47,6 +44,12 @@ func runBench(args []string) error {
 	for _, size := range sizes {
 		scenarios = append(scenarios, one(bench.Copy(size).Run))
 	}
+	// The MES figures last: the oversubscription one fails the run if any queue completed
+	// nothing in a window, and the others should be measured first.
+	scenarios = append(scenarios,
+		one(func() (bench.Result, error) { return bench.MESSwitch(5) }),
+		func() ([]bench.Result, error) { return bench.MESPriorityLatency(100, mesRounds(*quick)) },
+		func() ([]bench.Result, error) { return bench.MESOversubscription(time.Second, mesRounds(*quick)) })
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "measurement\tvalue\tbaseline (same run)\tratio\tnote")
 	for i, s := range scenarios {
