@@ -26,4 +26,11 @@
 // load, whose device runs in a child process (as for QEMU) so the client does not compete with
 // the device's busy goroutines for one Go scheduler: programs that run that scenario call
 // ServeIfChild first.
+//
+// The MES figures (mes*.go) drive the scheduler firmware as amdgpu and a user-mode driver do:
+// frames on the MES API ring in VRAM, v11 MQDs, process page tables, user queues submitted
+// through their wptr shadows and doorbells. They alternate rounds of several sides themselves
+// (1024 queues beside 16 permanently mapped ones on a second device; jobs with and without a
+// switch beside 20 packets; a HIGH queue's job under load beside the idle device) and return
+// their results directly, like the register read under load.
 package bench

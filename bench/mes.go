@@ -83,7 +83,6 @@ type mesQueue struct {
 	proc       *mesProc
 	name       string
 	doorbell   uint32 // dword index: the queue's identity in frames
-	level      uint32
 	mqd        uint64 // GPU address (VMID 0); shadow and gang context are in its page
 	ring, page []byte // the client's views of its ring and data page
 	ringDwords uint64
@@ -394,7 +393,7 @@ func (r *mesRig) newQueue(p *mesProc, name string, ringDwords uint64, level uint
 	for 1<<log2 < ringDwords {
 		log2++
 	}
-	q := &mesQueue{r: r, proc: p, name: name, doorbell: 2 * uint32(mesFirstQueue+len(r.queues)), level: level,
+	q := &mesQueue{r: r, proc: p, name: name, doorbell: 2 * uint32(mesFirstQueue+len(r.queues)),
 		mqd: abi.GPU_FB_BASE + mqdOff, ring: r.VRAM[ringOff : ringOff+4*ringDwords], page: r.VRAM[pageOff : pageOff+abi.PTE_PAGE_SIZE],
 		ringDwords: ringDwords, pageVA: pageVA}
 	if int(q.doorbell) >= abi.DOORBELL_SIZE/4 {
@@ -465,11 +464,6 @@ func jobFence(addr uint64, seq uint32, irq bool) []uint32 {
 		f.IntSel = cptest.IntConfirm
 	}
 	return f.Encode()
-}
-
-// jobDwords is the ring space of one job.
-func jobDwords(writes int) uint64 {
-	return uint64(writes*len(cptest.WriteMem(0, 0)) + len(jobFence(0, 0, true)))
 }
 
 // checkJobs: the queue's fence shows its last job and the data dwords hold its number.
@@ -543,9 +537,6 @@ func (r *mesRig) waitJobs(qs []*mesQueue, timeout time.Duration) error {
 	}
 	return nil
 }
-
-// add sends the queues' ADD_QUEUE frames.
-func (r *mesRig) add(fs []*mesFrameB) error { return r.frames(fs) }
 
 // resetFrame is RESET of one queue (RESET_QUEUE_ONLY): stopped at once, its pending work
 // discarded.

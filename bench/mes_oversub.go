@@ -110,7 +110,7 @@ func (o *oversubRig) build() error {
 	if err != nil {
 		return err
 	}
-	if err := o.mes.add(adds); err != nil {
+	if err := o.mes.frames(adds); err != nil {
 		return err
 	}
 	o.devQs = qs

@@ -86,7 +86,7 @@ func (h *priorityRig) build() error {
 			at += 4
 		}
 	}
-	return h.add(adds)
+	return h.frames(adds)
 }
 
 // startLoad fills every NORMAL queue's ring with IB calls and waits (untimed) until all 16

@@ -65,7 +65,7 @@ func (s *switchRig) build() error {
 		return err
 	}
 	s.a, s.b = a, b
-	return s.add([]*mesFrameB{fa, fb})
+	return s.frames([]*mesFrameB{fa, fb})
 }
 
 // one runs one job on q and waits for it.
