@@ -102,7 +102,7 @@ struct vgpu_vm_retry_stats {
 
 struct vgpu_vm {
 	struct vgpu_cp *cp;
-	unsigned int vmid;
+	unsigned int vmid;	/* 0: bound to no VMID by the driver (vgpu_vm_alloc) */
 	u16 pasid;
 	u32 cntl;		/* CONTEXT_CNTL while enabled */
 	struct mutex lock;	/* the tables, against the fault work item */
@@ -116,6 +116,9 @@ struct vgpu_vm {
 struct vgpu_vm *vgpu_vm_create(struct vt_case *t, struct vgpu_cp *cp, unsigned int vmid,
 			       u16 pasid, u32 policy);
 void vgpu_vm_destroy(struct vt_case *t, struct vgpu_vm *vm);
+struct vgpu_vm *vgpu_vm_alloc(struct vt_case *t, struct vgpu_cp *cp, u16 pasid);
+void vgpu_vm_free(struct vgpu_vm *vm);
+u32 vgpu_vm_cntl(u32 policy);
 int vgpu_vm_set_policy(struct vt_case *t, struct vgpu_vm *vm, u32 policy);
 void vgpu_vm_set_resolver(struct vgpu_vm *vm, vgpu_vm_resolve_fn fn, void *arg);
 u64 vgpu_vm_root_pde(struct vgpu_vm *vm);
