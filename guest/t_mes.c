@@ -353,6 +353,8 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 	vt_kit_check(k, !ret && vt_rd(d2, 8) == 0xC0DE0003 && !vt_rd(d, 8), names[i++], why);
 
 	/* REMOVE while mapped and parked in a WAIT_REG_MEM: preempted there, saved in the MQD. */
+	if (!vm1)
+		d2 = d;		/* the root did not change: VT_VA_DATA is still the first page */
 	vgpu_bo_wr(d2, 64, 0);
 	wait_at = q->wpos;
 	n = vt_gate(pk, VT_VA_DATA + 64, 1);
