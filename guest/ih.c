@@ -144,21 +144,24 @@ static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 		ih->mes.hung_pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
 		return;
 	}
+	/* A user queue's (MES maps it onto any of its slots): into the one log. */
+	if (client == VGPU_IH_CLIENT_GRBM_CP && src == VGPU_IH_SRC_CP_EOP &&
+	    (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0) || slot < 0 || !READ_ONCE(cp->rings[slot]))) {
+		struct vgpu_ih_ueop *u = &ih->mes.ueop[ih->mes.ueops++ % VT_IH_UEOPS];
+
+		u->ctxid = data[0];
+		u->pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
+		u->vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0);
+		u->slot = slot < 0 ? 0xff : slot;
+		u->time = now;
+		if (slot < 0)
+			return;
+	}
 	if (client != VGPU_IH_CLIENT_GRBM_CP || slot < 0)
 		goto unknown;
 	s = &ih->slot[slot];
 	switch (src) {
 	case VGPU_IH_SRC_CP_EOP:
-		/* A user queue (MES maps it onto any of its slots): into the one log. */
-		if (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0) || !READ_ONCE(cp->rings[slot])) {
-			struct vgpu_ih_ueop *u = &ih->mes.ueop[ih->mes.ueops++ % VT_IH_UEOPS];
-
-			u->ctxid = data[0];
-			u->pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
-			u->vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0);
-			u->slot = slot;
-			u->time = now;
-		}
 		/* A RELEASE_MEM in a process IB: not one of the ring's fences. */
 		if (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0)) {
 			s->eop_proc++;
