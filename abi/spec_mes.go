@@ -100,6 +100,10 @@ var mesGroups = []ConstGroup{
 		c("MISC", 14, "MES_MISC_OP_* sub-operations."), c("UPDATE_ROOT_PAGE_TABLE", 15, ""),
 		c("AMD_LOG", 16, "Accepted."), c("SET_HW_RSRC_1", 19, "Accepted (mes_info context)."),
 	)},
+	{Prefix: "MES_STATUS_DW_", Doc: "Where MES_API_STATUS sits in the frames vgpu accepts without acting on them (the others: each opcode's *_DW_API_STATUS).", Consts: consts(
+		c("PERFORM_YIELD", 2, ""), c("SET_DEBUG_VMID", 1, ""), c("SET_HW_RSRC_1", 1, ""),
+		c("PROGRAM_GDS", 8, ""), c("AMD_LOG", 5, ""),
+	)},
 	{Prefix: "MES_SET_HW_RSRC_DW_", Doc: "SET_HW_RESOURCES dword offsets.", Consts: consts(
 		c("VMID_MASK_MMHUB", 1, "Ignored (no MM hub)."), c("VMID_MASK_GFXHUB", 2, "VMIDs MES may hand to processes: must not include VMID 0."),
 		c("GDS_SIZE", 3, ""), c("PAGING_VMID", 4, ""),
@@ -116,7 +120,7 @@ var mesGroups = []ConstGroup{
 		c("GRACE_PERIOD_OTHER_LEVELS", 1, "5 × u64: the preemption timeout of a queue at each level: how long it may take to leave its slot before it is marked hung (default MES_DEFAULT_PREEMPT_GRACE)."),
 		c("PROCESS_QUANTUM_FOR_LEVEL", 11, "5 × u64: the process quantum of each level, used where ADD_QUEUE gives 0."),
 		c("PROCESS_GRACE_PERIOD_SAME_LEVEL", 21, "5 × u64: how long an idle queue of each level stays mapped while no queue waits for a slot (default MES_DEFAULT_IDLE_GRACE)."),
-		c("NORMAL_YIELD_PERCENT", 31, "0..50: the share of slot time queues below HIGH still get while HIGH and REALTIME queues keep every slot busy."),
+		c("NORMAL_YIELD_PERCENT", 31, "0..50 (else MES_ERR_BAD_FIELD): stored; vgpu's policy is strict priority and does not use it."),
 		c("API_STATUS", 32, ""),
 	)},
 	{Prefix: "MES_DEFAULT_", Doc: "Scheduling defaults (100 ns units).", Consts: consts(
@@ -257,6 +261,8 @@ var mesGroups = []ConstGroup{
 		c("PRIORITY", 3, "A higher-priority queue needed the slot."),
 		c("REMOVE", 4, "REMOVE_QUEUE."), c("SUSPEND", 5, "SUSPEND."), c("RESET", 6, "RESET: not saved."),
 		c("VMID", 7, "Its process's VMID was given to another process."),
+		c("HALTED", 8, "It halted on an error (saved in the MQD's CP_HQD_ERROR): not mapped again until RESET."),
+		c("DETECT", 9, "RESET's hang detection preempted every queue of the type."),
 	)},
 	{Prefix: "MES_MQD_", Doc: "The v11 compute MQD (v11_structs.h struct v11_compute_mqd), dword offsets. Dwords 128..183 are the HQD register image MES loads on map and saves on unmap.", Consts: consts(
 		c("DWORDS", 512, "2 KiB."), c("HEADER", 0xC0310800, "Dword 0 as amdgpu writes it."),

@@ -1375,7 +1375,12 @@ const (
 	// MES_SCH_API_AMD_LOG Accepted.
 	MES_SCH_API_AMD_LOG = 0x10
 	// MES_SCH_API_SET_HW_RSRC_1 Accepted (mes_info context).
-	MES_SCH_API_SET_HW_RSRC_1 = 0x13
+	MES_SCH_API_SET_HW_RSRC_1    = 0x13
+	MES_STATUS_DW_PERFORM_YIELD  = 0x2
+	MES_STATUS_DW_SET_DEBUG_VMID = 0x1
+	MES_STATUS_DW_SET_HW_RSRC_1  = 0x1
+	MES_STATUS_DW_PROGRAM_GDS    = 0x8
+	MES_STATUS_DW_AMD_LOG        = 0x5
 	// MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB Ignored (no MM hub).
 	MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB = 0x1
 	// MES_SET_HW_RSRC_DW_VMID_MASK_GFXHUB VMIDs MES may hand to processes: must not include VMID 0.
@@ -1409,7 +1414,7 @@ const (
 	MES_SCHED_CFG_DW_PROCESS_QUANTUM_FOR_LEVEL = 0xb
 	// MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL 5 × u64: how long an idle queue of each level stays mapped while no queue waits for a slot (default MES_DEFAULT_IDLE_GRACE).
 	MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL = 0x15
-	// MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT 0..50: the share of slot time queues below HIGH still get while HIGH and REALTIME queues keep every slot busy.
+	// MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT 0..50 (else MES_ERR_BAD_FIELD): stored; vgpu's policy is strict priority and does not use it.
 	MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT = 0x1f
 	MES_SCHED_CFG_DW_API_STATUS           = 0x20
 	// MES_DEFAULT_PREEMPT_GRACE 50 ms.
@@ -1717,6 +1722,10 @@ const (
 	MES_UNMAP_RESET = 0x6
 	// MES_UNMAP_VMID Its process's VMID was given to another process.
 	MES_UNMAP_VMID = 0x7
+	// MES_UNMAP_HALTED It halted on an error (saved in the MQD's CP_HQD_ERROR): not mapped again until RESET.
+	MES_UNMAP_HALTED = 0x8
+	// MES_UNMAP_DETECT RESET's hang detection preempted every queue of the type.
+	MES_UNMAP_DETECT = 0x9
 	// MES_MQD_DWORDS 2 KiB.
 	MES_MQD_DWORDS = 0x200
 	// MES_MQD_HEADER Dword 0 as amdgpu writes it.

@@ -24,12 +24,16 @@ type CP struct {
 	maxIB              int
 	stopTimeout        time.Duration
 	turnBudget         time.Duration
+	notifyFn           func(slot int)
 
 	hqds  [NumSlots]hqd
 	turns turns          // the fair FIFO of execution turns (turn.go)
 	wg    sync.WaitGroup // every goroutine the CP started
 
 	closed atomic.Bool
+	// owned is SetOwned's mask: slots whose HQD registers the register path may not write.
+	owned atomic.Uint32
+	pools bufPools // fetch and DMA buffers reused across activations (mapped.go)
 	// parked counts queues parked in WAIT_REG_MEM: Wake returns at once when it is zero.
 	parked atomic.Int32
 	// quiet gets a (non-blocking) signal when a revoked activation leaves its turn: Quiesce
@@ -55,6 +59,7 @@ func New(cfg Config) *CP {
 		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, tlb: cfg.TLB, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
+		notifyFn: cfg.Notify,
 		quiet: make(chan struct{}, 1),
 	}
 	if c.limiter == nil {
@@ -156,9 +161,12 @@ func (c *CP) WriteHQD(slot int, off uint32, v uint32) {
 
 // Doorbell delivers a doorbell write: dword is the doorbell's dword index (64-bit doorbell k
 // is dword 2k), value its whole 64-bit content. Every active queue with DOORBELL_EN and that
-// DOORBELL_OFFSET gets wptr = value and is kicked. It takes no lock and never blocks, so it may
-// be called from any goroutine, with or without the device's register lock.
-func (c *CP) Doorbell(dword uint32, value uint64) {
+// DOORBELL_OFFSET gets wptr = value (a mapped queue: max(wptr, value)) and is kicked. It
+// reports whether a running queue took it: false (a miss, Stats.DoorbellMisses) also when
+// the only matching queue was a mapped one stopping meanwhile, whose saved image may lack
+// the value — the scheduler must see such a doorbell. It takes no lock and never blocks, so
+// it may be called from any goroutine, with or without the device's register lock.
+func (c *CP) Doorbell(dword uint32, value uint64) bool {
 	c.doorbells.Add(1)
 	hit := false
 	for i := range c.hqds {
@@ -167,11 +175,16 @@ func (c *CP) Doorbell(dword uint32, value uint64) {
 			continue
 		}
 		q.kick(value)
-		hit = true
+		// A mapped queue saves its wptr after it sets stopped: if it is stopped now, the
+		// value may have missed the image.
+		if !q.mapped || !q.stopped.Load() {
+			hit = true
+		}
 	}
 	if !hit {
 		c.doorbellMisses.Add(1)
 	}
+	return hit
 }
 
 // Wake tells parked WAIT_REG_MEM waits that memory (or a register) may have changed. It is

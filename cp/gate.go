@@ -161,6 +161,7 @@ func (q *queue) retryWait(ready <-chan struct{}) error {
 	q.c.retryWaits.Add(1)
 	defer q.state.CompareAndSwap(abi.HQD_STATE_WAITING, prev)
 	q.endTurn()
+	q.notify()
 	for done := false; !done; {
 		select {
 		case <-ready:

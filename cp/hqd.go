@@ -38,6 +38,27 @@ func (h *hqd) read(off uint32) uint32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.q.Load()
+	if q != nil && q.mapped {
+		// A mapped queue's configuration came from its image, not from these registers.
+		switch off {
+		case abi.REG_HQD_VMID:
+			return uint32(q.vmid)
+		case abi.REG_HQD_PQ_BASE_LO:
+			return uint32(q.base)
+		case abi.REG_HQD_PQ_BASE_HI:
+			return uint32(q.base >> 32)
+		case abi.REG_HQD_PQ_CONTROL:
+			return q.control
+		case abi.REG_HQD_PQ_RPTR_REPORT_ADDR_LO:
+			return uint32(q.reportAddr)
+		case abi.REG_HQD_PQ_RPTR_REPORT_ADDR_HI:
+			return uint32(q.reportAddr >> 32)
+		case abi.REG_HQD_PQ_DOORBELL_CONTROL:
+			return q.doorbellCtl
+		case abi.REG_HQD_PQ_WPTR_POLL_ADDR_LO, abi.REG_HQD_PQ_WPTR_POLL_ADDR_HI, abi.REG_HQD_PQ_WPTR_POLL_CNTL:
+			return 0 // mapped queues do not poll
+		}
+	}
 	switch off {
 	case abi.REG_HQD_ACTIVE:
 		if q != nil && !q.stopped.Load() {
@@ -108,6 +129,10 @@ func (h *hqd) read(off uint32) uint32 {
 func (h *hqd) write(off, v uint32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.c.owned.Load()&(1<<h.slot) != 0 {
+		h.ignored("HQD register written in a slot MES owns", off)
+		return
+	}
 	q := h.q.Load()
 	active := q != nil && !q.stopped.Load()
 	switch off {
@@ -208,7 +233,6 @@ func (h *hqd) activate() {
 		doorbellOff:  h.doorbell & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
 		wake:         make(chan struct{}, 1),
 		grant:        make(chan struct{}, 1),
-		done:         make(chan struct{}),
 	}
 	if h.slot == 0 {
 		q.client = abi.VM_CID_CPG
@@ -244,6 +268,7 @@ func (h *hqd) activate() {
 		q.state.Store(abi.HQD_STATE_HALTED)
 		q.errCode, q.errAddr, q.errInfo = abi.CP_ERROR_RING_CONFIG, bad, h.control
 	}
+	q.streams[0] = stream{base: q.base, size: q.size, ring: true, vmid: q.vmid}
 	h.wptrLo, h.wptrHi = 0, 0
 	if old := h.q.Load(); old != nil {
 		old.revoke() // stopped already; its goroutine may still be finishing a halt report
@@ -294,6 +319,15 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 		return
 	}
 	if q == nil {
+		return
+	}
+	if q.mapped {
+		// A mapped queue's DRAIN is a preemption (its state is saved), RESET is Kill.
+		if v == abi.HQD_DEQUEUE_RESET {
+			q.killLocked()
+		} else if q.stop == Running {
+			q.preempt()
+		}
 		return
 	}
 	if q.stopped.Load() || q.state.Load() == abi.HQD_STATE_HALTED {

@@ -33,6 +33,7 @@ func (c *CP) Reset() {
 		c.hqds[i].reset()
 	}
 	c.engBusy, c.engResets = 0, 0
+	c.owned.Store(0)
 	c.engMu.Unlock()
 	c.packets.Store(0)
 	c.halts.Store(0)

@@ -92,6 +92,8 @@ func (q *queue) exec(op, hdr uint32, p []byte) error {
 		return q.invalidateTLBs(count, p)
 	case abi.PM4_IT_DISPATCH_DIRECT:
 		return q.dispatchDirect(count, p)
+	case abi.PM4_IT_PROTECTED_FENCE_SIGNAL:
+		return q.protectedFence(count, p)
 	case abi.PM4_IT_PFP_SYNC_ME:
 		if q.slot != 0 {
 			// Compute queues have no PFP (amdgpu emits PFP_SYNC_ME on the graphics ring only).
@@ -521,8 +523,13 @@ func (q *queue) waitRegMem(count uint32, p []byte) error {
 			if w.reg, err = regOperand(dw(p, 3)); err != nil {
 				return err
 			}
-			if err := q.writeReg(r1, w.ref); err != nil {
-				return err
+			// A mapped queue preempted in this wait has written the reference already
+			// (ExecState.WaitWritten): the write is not repeated on resume.
+			if !q.waitWritten {
+				if err := q.writeReg(r1, w.ref); err != nil {
+					return err
+				}
+				q.waitWritten = true
 			}
 		default:
 			return badPacket("WAIT_REG_MEM OPERATION not supported")
@@ -531,11 +538,14 @@ func (q *queue) waitRegMem(count uint32, p []byte) error {
 		return badPacket("WAIT_REG_MEM MEM_SPACE not supported")
 	}
 	ok, err := w.eval(q)
-	if err != nil || ok {
-		return err
+	if err == nil && !ok {
+		interval := time.Duration(dw(p, 6)&abi.PM4_WAIT_REG_MEM_POLL_INTERVAL_MASK) * time.Microsecond
+		err = q.park(&w, interval)
 	}
-	interval := time.Duration(dw(p, 6)&abi.PM4_WAIT_REG_MEM_POLL_INTERVAL_MASK) * time.Microsecond
-	return q.park(&w, interval)
+	if err != errStop {
+		q.waitWritten = false // the packet is over (done or halted): the next one writes again
+	}
+	return err
 }
 
 // dmaData is DMA_DATA: copy or fill BYTE_COUNT bytes between GPU addresses. SEL 0 goes
@@ -577,6 +587,11 @@ func (q *queue) dmaData(count uint32, p []byte) error {
 	if (saic || daic) && n%4 != 0 {
 		return badPacket("DMA_DATA SAIC/DAIC with a byte count not a multiple of 4")
 	}
+	// A mapped queue preempted inside this packet resumes after the bytes it moved.
+	done := q.progress
+	if done != 0 && (done >= n || daic) {
+		return badPacket("DMA_DATA resumed with a saved progress beyond its byte count")
+	}
 	if n == 0 {
 		return nil
 	}
@@ -602,30 +617,77 @@ func (q *queue) dmaData(count uint32, p []byte) error {
 		binary.LittleEndian.PutUint32(q.scratch[:], pattern)
 		return q.write(dstBypass, dst, q.scratch[:4])
 	}
+	var err error
 	if fill {
-		return q.fill(dstBypass, dst, pattern, n)
+		err = q.fill(dstBypass, dst, pattern, n, done, true)
+	} else {
+		err = q.copyMem(srcBypass, src, dstBypass, dst, n, done, true)
 	}
-	return q.copyMem(srcBypass, src, dstBypass, dst, n)
+	if err == nil {
+		q.progress = 0
+	}
+	return err
 }
 
 func (q *queue) chunkBuf() []byte {
 	if q.chunk == nil {
-		q.chunk = make([]byte, dmaChunkBytes)
+		q.chunk = q.c.getChunk()
 	}
 	return q.chunk
 }
 
+// protectedFence is PROTECTED_FENCE_SIGNAL (mapped queues with a fence address): the ring
+// rptr after the packet (inside an IB: after the IB's packet), 64 bits, written to the fence
+// address with the kernel's privilege (a read-only page of the queue's process does not
+// fault), bypassing L2 as a fence does; then an EOP IV with DW4 = the doorbell offset.
+func (q *queue) protectedFence(count uint32, p []byte) error {
+	if q.fenceAddr == 0 {
+		return badPacket("PROTECTED_FENCE_SIGNAL on a queue without a protected fence")
+	}
+	if err := wantCount(count, 0); err != nil {
+		return err
+	}
+	if dw(p, 1) != 0 {
+		return reserved("PROTECTED_FENCE_SIGNAL payload")
+	}
+	v := q.streams[0].pos // inside an IB: the ring is already past the IB's packet
+	if q.level == 0 {
+		v += abi.PM4_PROTECTED_FENCE_DWORDS
+	}
+	binary.LittleEndian.PutUint64(q.scratch[:], v)
+	if err := q.fenceCheck(q.fenceAddr); err != nil {
+		return err
+	}
+	a := engine.Access{VMID: q.vmid, Slot: q.slot, Bypass: true, Client: q.client, Privileged: true}
+	if err := q.writeAs(a, q.fenceAddr, q.scratch[:8]); err != nil {
+		return err
+	}
+	q.fenceValue = v
+	q.fences.Add(1)
+	return q.push(engine.IV{
+		Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.vmid),
+		Data: [4]uint32{q.fenceDoorbell},
+	})
+}
+
 // fill writes n bytes of the little-endian pattern (repeated; a partial last dword gets its
-// low bytes) at dst, a chunk at a time; a dequeue reset stops it between chunks.
-func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
+// low bytes) at dst, a chunk at a time, starting at offset from (a multiple of 4); a dequeue
+// reset stops it between chunks, and so does a preemption when dma (DMA_DATA, not a kernel:
+// the bytes done are left in q.progress).
+func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n, from uint64, dma bool) error {
 	b := q.chunkBuf()[:min(n, dmaChunkBytes)]
 	var t [4]byte
 	binary.LittleEndian.PutUint32(t[:], pattern)
 	for i := copy(b, t[:]); i < len(b); i *= 2 {
 		copy(b[i:], b[:i]) // doubling: i stays a multiple of 4, so the phase is kept
 	}
-	for off, units := uint64(0), 0; off < n; {
-		if !q.chunkDone(units) {
+	for off, units := from, 0; off < n; {
+		if dma {
+			q.progress = off
+			if !q.dmaChunkDone(units) {
+				return errStop
+			}
+		} else if !q.chunkDone(units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)
@@ -638,11 +700,16 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n uint64) error {
 }
 
 // copyMem copies n bytes from src to dst a chunk at a time (forward; overlapping ranges get
-// chunk-wise results, as undefined on hardware).
-func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n uint64) error {
+// chunk-wise results, as undefined on hardware), starting at offset from; dma as for fill.
+func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n, from uint64, dma bool) error {
 	if c, ok := q.mem.(engine.Copier); ok && srcBypass == dstBypass {
-		for off, units := uint64(0), 0; off < n; {
-			if !q.chunkDone(units) {
+		for off, units := from, 0; off < n; {
+			if dma {
+				q.progress = off
+				if !q.dmaChunkDone(units) {
+					return errStop
+				}
+			} else if !q.chunkDone(units) {
 				return errStop
 			}
 			m := min(n-off, copyChunkBytes)
@@ -654,8 +721,13 @@ func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, 
 		return nil
 	}
 	b := q.chunkBuf()
-	for off, units := uint64(0), 0; off < n; {
-		if !q.chunkDone(units) {
+	for off, units := from, 0; off < n; {
+		if dma {
+			q.progress = off
+			if !q.dmaChunkDone(units) {
+				return errStop
+			}
+		} else if !q.chunkDone(units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)
@@ -701,12 +773,12 @@ func (q *queue) dispatchDirect(count uint32, p []byte) error {
 		if overflows(dst, n) {
 			return badPacket("DISPATCH_DIRECT: range wraps the address space")
 		}
-		return q.fill(false, dst, ud[5], n)
+		return q.fill(false, dst, ud[5], n, 0, false)
 	case abi.KERNEL_COPY:
 		if overflows(dst, n) || overflows(src, n) {
 			return badPacket("DISPATCH_DIRECT: range wraps the address space")
 		}
-		return q.copyMem(false, src, false, dst, n)
+		return q.copyMem(false, src, false, dst, n, 0, false)
 	case abi.KERNEL_INCREMENT:
 		if err := q.read(false, dst, q.scratch[:4]); err != nil {
 			return err

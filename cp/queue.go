@@ -39,7 +39,13 @@ type queue struct {
 	initInfo     uint32
 	wake         chan struct{}
 	grant        chan struct{} // a turn handed over by CP.turns
-	done         chan struct{} // closed when the goroutine has ended
+
+	// Mapped queues (mapped.go): started by Map from an Image, immutable.
+	mapped        bool
+	control       uint32 // Image.Control and DoorbellControl, as HQD registers read them
+	doorbellCtl   uint32
+	fenceAddr     uint64 // PROTECTED_FENCE_SIGNAL's address in vmid (0: the packet is refused)
+	fenceDoorbell uint32 // the protected fence IV's DW4
 
 	gate gate // the call-out gate (gate.go); its own cache line
 
@@ -56,6 +62,8 @@ type queue struct {
 	// Guarded by h.mu.
 	errCode, errInfo uint32
 	errAddr          uint64
+	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
+	saved            Image     // mapped queues: what Saved returns once stop != Running
 
 	// Goroutine-private.
 	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
@@ -66,7 +74,15 @@ type queue struct {
 	reported  uint64 // last rptr written to PQ_RPTR_REPORT_ADDR
 	stuck     bool   // the packet at rptr extends past stuckWptr: wait for more
 	stuckWptr uint64
-	timer     *time.Timer
+	timer     *time.Timer // created on first use (wptr polling, parked waits)
+	// Execution state a mapped queue saves and restores (mapped.go): the interrupted
+	// DMA_DATA's bytes done, whether the interrupted WAIT_REG_MEM OPERATION 1 wrote its
+	// reference, the last protected fence value. resuming: the next packet is the one the
+	// image stopped at (Progress and WaitWritten apply to it only).
+	progress    uint64
+	waitWritten bool
+	fenceValue  uint64
+	resuming    bool
 	scratch   [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
 	rptrBuf   [4]byte
 	pollBuf   [8]byte
@@ -100,10 +116,26 @@ func (s *stream) addr(pos uint64) uint64 {
 
 func le32(p []byte) uint32 { return binary.LittleEndian.Uint32(p) }
 
-// kick records a new write pointer and wakes the goroutine.
+// kick records a new write pointer and wakes the goroutine. A mapped queue's wptr only moves
+// forward (max of the current and the delivered value): deliveries from MES (a shadow it
+// read) and from doorbells may race.
 func (q *queue) kick(wptr uint64) {
-	q.wptr.Store(wptr)
+	if !q.mapped {
+		q.wptr.Store(wptr)
+	} else {
+		for old := q.wptr.Load(); wptr > old && !q.wptr.CompareAndSwap(old, wptr); old = q.wptr.Load() {
+		}
+	}
 	q.signal()
+}
+
+// armTimer starts the goroutine's timer (created on first use: most queues never need it).
+func (q *queue) armTimer(d time.Duration) {
+	if q.timer == nil {
+		q.timer = time.NewTimer(d)
+		return
+	}
+	q.timer.Reset(d)
 }
 
 // signal wakes the goroutine without blocking (the channel holds one pending wake).
@@ -138,10 +170,7 @@ func (q *queue) run() {
 		return
 	}
 	defer q.exit()
-	q.timer = time.NewTimer(time.Hour)
-	q.timer.Stop()
-	ring := &q.streams[0]
-	*ring = stream{base: q.base, size: q.size, ring: true, vmid: q.vmid}
+	ring := &q.streams[0] // set up by activate or Map
 	for {
 		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
 			return
@@ -163,6 +192,7 @@ func (q *queue) run() {
 			}
 			q.endTurn()
 			q.idleAt.Store(w + 1)
+			q.notify()
 			q.sleep()
 			q.idleAt.Store(0)
 			continue
@@ -191,7 +221,7 @@ func (q *queue) sleep() {
 		<-q.wake
 		return
 	}
-	q.timer.Reset(q.pollInterval)
+	q.armTimer(q.pollInterval)
 	select {
 	case <-q.wake:
 		q.timer.Stop()
@@ -227,8 +257,9 @@ func (q *queue) flushCount() {
 // finish ends the goroutine: it leaves its turn and the slot's live set.
 func (q *queue) finish() {
 	q.endTurn()
+	q.c.putBufs(q)
 	q.h.ended(q)
-	close(q.done)
+	q.notify() // a mapped queue stopped: after every lock and the turn are gone
 	q.c.wg.Done()
 }
 
@@ -239,6 +270,10 @@ func (q *queue) exit() {
 	q.flushCount()
 	q.h.mu.Lock()
 	defer q.h.mu.Unlock()
+	if q.mapped {
+		q.saveLocked() // mapped.go
+		return
+	}
 	if q.stopped.Load() {
 		return
 	}
@@ -269,7 +304,7 @@ func (q *queue) execute() execStatus {
 			continue
 		}
 		if q.stopReq.Load() != 0 {
-			q.level = 0
+			q.stopLevel()
 			return execStop
 		}
 		// Fast path: the packet is in the fetch buffer (off wraps when pos < bufPos).
@@ -288,9 +323,15 @@ func (q *queue) execute() execStatus {
 		n := uint64(1)
 		switch hdr >> abi.PM4_HEADER_TYPE__SHIFT {
 		case abi.PM4_TYPE2:
+			if q.resuming {
+				if err := q.resume(noOpcode); err != nil {
+					q.halt(err, s.addr(pos), hdr)
+					return execHalt
+				}
+			}
 			s.pos++
 			if !q.packetDone() {
-				q.level = 0
+				q.stopLevel()
 				return execStop
 			}
 			continue
@@ -315,10 +356,16 @@ func (q *queue) execute() execStatus {
 			return execHalt
 		}
 		op := hdr & abi.PM4_HEADER_OPCODE_MASK >> abi.PM4_HEADER_OPCODE__SHIFT
+		if q.resuming {
+			if err := q.resume(op); err != nil {
+				q.halt(err, s.addr(pos), hdr)
+				return execHalt
+			}
+		}
 		if op == abi.PM4_IT_NOP {
 			s.pos += n // skipped without fetching the payload
 			if !q.packetDone() {
-				q.level = 0
+				q.stopLevel()
 				return execStop
 			}
 			continue
@@ -351,7 +398,7 @@ func (q *queue) execute() execStatus {
 				s.pos = pos // refused before any stream changed
 			}
 			if err == errStop {
-				q.level = 0
+				q.stopLevel()
 				return execStop
 			}
 			q.halt(err, s.addr(pos), hdr)
@@ -361,7 +408,7 @@ func (q *queue) execute() execStatus {
 			s.pos = pos + n
 		}
 		if !q.packetDone() {
-			q.level = 0
+			q.stopLevel()
 			return execStop
 		}
 	}
@@ -376,7 +423,7 @@ func (q *queue) fetch(s *stream, pos, n uint64) ([]byte, error) {
 	}
 	want := max(min(s.end-pos, fetchChunkDwords), n)
 	if uint64(cap(s.buf)) < want*4 {
-		s.buf = make([]byte, max(want, fetchChunkDwords)*4)
+		s.buf = q.c.getBuf(s.buf, max(want, fetchChunkDwords)*4)
 	}
 	b := s.buf[:want*4]
 	s.bufN = 0
@@ -422,6 +469,7 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 	}()
 	d := min(max(interval, minWaitInterval), maxWaitInterval)
 	holdoff := minWakeHoldoff
+	first := true
 	for {
 		// Evaluated after parkedNow is set: a write that raced with the caller's first
 		// evaluation has woken us or is seen here.
@@ -432,7 +480,11 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 		}
 		checked := time.Now()
 		q.endTurn() // a parked queue holds no turn
-		q.timer.Reset(d)
+		if first {
+			q.notify()
+			first = false
+		}
+		q.armTimer(d)
 		woke := false
 		select {
 		case <-q.wake:
@@ -462,7 +514,7 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 
 // pause sleeps for d, absorbing wakes; it returns true early if a dequeue is requested.
 func (q *queue) pause(d time.Duration) bool {
-	q.timer.Reset(d)
+	q.armTimer(d)
 	for {
 		select {
 		case <-q.wake:

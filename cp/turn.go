@@ -88,6 +88,7 @@ type stopOn uint8
 const (
 	stopOnRevoke  stopOn = iota // only a revocation (reporting a configuration fault)
 	stopOnReset                 // also DEQUEUE_RESET (inside a packet)
+	stopOnPreempt               // also a preemption (between DMA_DATA chunks)
 	stopOnDequeue               // also DEQUEUE_DRAIN (at a packet boundary)
 )
 
@@ -98,6 +99,8 @@ func (q *queue) stopRequested(on stopOn) bool {
 	switch r := q.stopReq.Load(); on {
 	case stopOnReset:
 		return r == abi.HQD_DEQUEUE_RESET
+	case stopOnPreempt:
+		return r == abi.HQD_DEQUEUE_RESET || r == stopPreempt
 	case stopOnDequeue:
 		return r != 0
 	}
@@ -193,4 +196,13 @@ func (q *queue) packetDone() bool {
 // turn's budget applies. False: stop (nothing held, or a reset).
 func (q *queue) chunkDone(units int) bool {
 	return !q.resetRequested() && q.spend(units, stopOnReset)
+}
+
+// dmaChunkDone is chunkDone between the pieces of a DMA_DATA, which a preemption of a
+// mapped queue interrupts too (the bytes done are saved: q.progress).
+func (q *queue) dmaChunkDone(units int) bool {
+	if r := q.stopReq.Load(); r == abi.HQD_DEQUEUE_RESET || r == stopPreempt {
+		return false
+	}
+	return q.spend(units, stopOnPreempt)
 }

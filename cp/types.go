@@ -45,6 +45,11 @@ type Config struct {
 	// TurnBudget is how long a queue executes before it yields its turn to the next waiting
 	// queue (and the Go scheduler). 0: DefaultTurnBudget.
 	TurnBudget time.Duration
+	// Notify (optional) is called whenever a mapped queue's goroutine stops (preempted,
+	// halted, killed), goes idle (rptr caught up with wptr) or parks in a WAIT_REG_MEM or a
+	// retry-fault wait: the scheduler's wake-up. It is called from the queue goroutine with
+	// no cp lock and no turn held, and must not block.
+	Notify func(slot int)
 }
 
 // Named bounds and layout numbers. Every guest-controlled quantity the CP iterates over has one.

@@ -12,6 +12,7 @@ import (
 	"vgpu/gpuvm"
 	"vgpu/irq"
 	"vgpu/l2"
+	"vgpu/mes"
 )
 
 // gpu is the GPU core behind the register blocks: the L2 model, the memory controller, the
@@ -23,6 +24,7 @@ type gpu struct {
 	vm    *gpuvm.VM // VMIDs 1..15, and the AMD-format fault latch of all VMIDs
 	ih    *irq.IH
 	cp    *cp.CP
+	mes   *mes.MES // the scheduler firmware: user queues on the slots it owns
 	hdp   hdp
 	// config is the CONFIG block: plain storage, as CONFIG_SCRATCH_* are on AMD parts.
 	config [8]uint32
@@ -48,15 +50,19 @@ func (d *Device) newGPU() {
 		Registers:  registerPort{d},
 		Interrupts: interruptPort{g},
 		TLB:        g.vm,
-		Log:        d.log.With("part", "cp"),
-		Limiter:    d.rl,
+		// A mapped queue stopped, idled or parked: the scheduler looks at its slot.
+		Notify:  func(slot int) { g.mes.Notify(slot) },
+		Log:     d.log.With("part", "cp"),
+		Limiter: d.rl,
 	})
+	d.newMES()
 	// Engine writes can satisfy a parked WAIT_REG_MEM: tell the CP to re-check.
 	g.mmu.SetOnWrite(g.cp.Wake)
 }
 
 // reset returns the core to power-on state: engines first, then what they use.
 func (g *gpu) reset() {
+	g.mes.Reset() // first: a revoked scheduler places no queue on the slots the CP frees
 	g.cp.Reset()
 	g.vm.Reset() // releases waiting retry faults: their (revoked) queues stop
 	g.ih.Reset()
@@ -70,6 +76,9 @@ func (g *gpu) reset() {
 // close stops the engines for good: the CP's goroutines (bounded wait) and the L2's
 // maintenance pass.
 func (g *gpu) close() {
+	if g.mes != nil {
+		g.mes.Close()
+	}
 	if g.cp != nil {
 		g.cp.Close()
 	}
@@ -118,6 +127,7 @@ func (d *Device) routeDoorbell(index int, value uint64) {
 		d.gpu.ih.SetRPTR(uint32(value))
 		return
 	}
+	d.gpu.mes.Doorbell(dword, value) // first: it records the value before the HQD may miss it
 	d.gpu.cp.Doorbell(dword, value)
 }
 
@@ -363,6 +373,7 @@ func (d *Device) gpuClaims() map[string]blockOwner {
 				g.vm.WriteEngine(int(off/abi.BLOCK_VM_INV_ENG_STRIDE), off%abi.BLOCK_VM_INV_ENG_STRIDE, v)
 			},
 		},
+		"MES":    {Read: g.mes.ReadReg, Write: g.mes.WriteReg},
 		"HDP":    {Read: g.hdp.read, Write: g.hdp.write},
 		"CONFIG": storage(&g.config),
 	}
@@ -375,10 +386,11 @@ type gpuDiagnostics struct {
 	VM  gpuvm.Stats
 	L2  l2.Stats
 	IH  irq.IHStats
+	MES mes.Stats
 }
 
 func (g *gpu) diagnostics() gpuDiagnostics {
-	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), VM: g.vm.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats()}
+	return gpuDiagnostics{CP: g.cp.Stats(), MMU: g.mmu.Stats(), VM: g.vm.Stats(), L2: g.cache.Stats(), IH: g.ih.Stats(), MES: g.mes.Stats()}
 }
 
 var (

@@ -55,6 +55,7 @@ const (
 // stopEngines is steps 1-3.
 func (d *Device) stopEngines(ev lifecycleEvent) {
 	d.mem.SetBusMaster(false)
+	d.gpu.mes.Reset() // before the CP: a revoked scheduler maps nothing onto the freed slots
 	d.gpu.cp.Reset()
 	d.gpu.vm.DropRetryFaults() // their queues were just revoked: free the CAM for the next client
 	d.selftest.reset()
@@ -66,6 +67,9 @@ func (d *Device) stopEngines(ev lifecycleEvent) {
 	var stuck []string
 	if !d.gpu.cp.Quiesce(left()) {
 		stuck = append(stuck, "cp")
+	}
+	if !d.gpu.mes.Quiesce(left()) {
+		stuck = append(stuck, "mes")
 	}
 	if !d.selftest.wait(left()) {
 		stuck = append(stuck, "selftest")

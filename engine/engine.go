@@ -61,6 +61,12 @@ type Access struct {
 	// Client is the memory client id reported in fault status and fault IVs (AMD's CID
 	// numbering: abi.VM_CID_*).
 	Client uint8
+	// Privileged: the access is made with the kernel's privilege in a process address space
+	// (VMID 1..15): a write to a page without PTE_WRITEABLE does not fault. Everything else —
+	// translation, range, validity, read and execute permissions — is checked as usual, and
+	// VMID 0 ignores it. Only the CP's PROTECTED_FENCE_SIGNAL write sets it, so a process can
+	// read a fence the device advances but cannot forge it.
+	Privileged bool
 }
 
 // CacheOp is an L2 maintenance action (RELEASE_MEM, ACQUIRE_MEM, L2_CONTROL).

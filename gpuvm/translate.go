@@ -26,7 +26,7 @@ type Translation struct {
 var ErrNotProcessVMID = errors.New("gpuvm: not a process VMID (1..15)")
 
 // Translate maps va for access a (a.VMID in 1..15; a.Kind Fetch needs PTE_EXECUTABLE, a
-// write PTE_WRITEABLE, a data read PTE_READABLE). It returns the translation, or:
+// write PTE_WRITEABLE unless a.Privileged, a data read PTE_READABLE). It returns the translation, or:
 //   - a *Fault (engine.TranslationFaulter) for a no-retry fault whose policy halts;
 //   - a *RetryFault (engine.Retrier) for a retry fault: the access must wait and replay;
 //   - for a no-retry fault whose policy is the default page, a Translation with Default and
@@ -146,7 +146,8 @@ func canonical(va uint64) (uint64, bool) {
 	return va & (vaLimit - 1), false
 }
 
-// permission checks the entry's R/W/X bits for the access (PRT pages need none).
+// permission checks the entry's R/W/X bits for the access (PRT pages need none). A privileged
+// write (engine.Access.Privileged: the kernel's PROTECTED_FENCE_SIGNAL) needs no WRITEABLE.
 func permission(a engine.Access, pte uint64, write bool) walkFault {
 	if pte&abi.PTE_VALID_MASK == 0 { // PRT
 		return walkFault{}
@@ -155,7 +156,7 @@ func permission(a engine.Access, pte uint64, write bool) walkFault {
 	case a.Kind == engine.Fetch && pte&abi.PTE_EXECUTABLE_MASK == 0:
 		return walkFault{k: classExecute, entry: pte}
 	case a.Kind == engine.Fetch:
-	case write && pte&abi.PTE_WRITEABLE_MASK == 0:
+	case write && pte&abi.PTE_WRITEABLE_MASK == 0 && !a.Privileged:
 		return walkFault{k: classWrite, entry: pte}
 	case !write && pte&abi.PTE_READABLE_MASK == 0:
 		return walkFault{k: classRead, entry: pte}

@@ -1375,6 +1375,11 @@
 #define VGPU_MES_SCH_API_AMD_LOG 0x10ULL
 /* Accepted (mes_info context). */
 #define VGPU_MES_SCH_API_SET_HW_RSRC_1 0x13ULL
+#define VGPU_MES_STATUS_DW_PERFORM_YIELD 0x2ULL
+#define VGPU_MES_STATUS_DW_SET_DEBUG_VMID 0x1ULL
+#define VGPU_MES_STATUS_DW_SET_HW_RSRC_1 0x1ULL
+#define VGPU_MES_STATUS_DW_PROGRAM_GDS 0x8ULL
+#define VGPU_MES_STATUS_DW_AMD_LOG 0x5ULL
 /* Ignored (no MM hub). */
 #define VGPU_MES_SET_HW_RSRC_DW_VMID_MASK_MMHUB 0x1ULL
 /* VMIDs MES may hand to processes: must not include VMID 0. */
@@ -1408,7 +1413,7 @@
 #define VGPU_MES_SCHED_CFG_DW_PROCESS_QUANTUM_FOR_LEVEL 0xbULL
 /* 5 × u64: how long an idle queue of each level stays mapped while no queue waits for a slot (default MES_DEFAULT_IDLE_GRACE). */
 #define VGPU_MES_SCHED_CFG_DW_PROCESS_GRACE_PERIOD_SAME_LEVEL 0x15ULL
-/* 0..50: the share of slot time queues below HIGH still get while HIGH and REALTIME queues keep every slot busy. */
+/* 0..50 (else MES_ERR_BAD_FIELD): stored; vgpu's policy is strict priority and does not use it. */
 #define VGPU_MES_SCHED_CFG_DW_NORMAL_YIELD_PERCENT 0x1fULL
 #define VGPU_MES_SCHED_CFG_DW_API_STATUS 0x20ULL
 /* 50 ms. */
@@ -1716,6 +1721,10 @@
 #define VGPU_MES_UNMAP_RESET 0x6ULL
 /* Its process's VMID was given to another process. */
 #define VGPU_MES_UNMAP_VMID 0x7ULL
+/* It halted on an error (saved in the MQD's CP_HQD_ERROR): not mapped again until RESET. */
+#define VGPU_MES_UNMAP_HALTED 0x8ULL
+/* RESET's hang detection preempted every queue of the type. */
+#define VGPU_MES_UNMAP_DETECT 0x9ULL
 /* 2 KiB. */
 #define VGPU_MES_MQD_DWORDS 0x200ULL
 /* Dword 0 as amdgpu writes it. */

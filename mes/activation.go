@@ -1,0 +1,295 @@
+package mes
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"vgpu/abi"
+	"vgpu/engine"
+)
+
+// ringConfig is the API ring as programmed when the scheduler started.
+type ringConfig struct {
+	base       uint64
+	sizeField  uint32
+	reportAddr uint64
+	doorbell   uint32
+	wptr       uint64
+}
+
+// activation is one run of the scheduler, from RING_ACTIVE = 1 until it is revoked. Its
+// goroutine owns every non-atomic field; the register, doorbell and notify paths touch only
+// atomics and the small event lists under evMu.
+type activation struct {
+	m     *MES
+	ring  ringConfig
+	size  uint64 // ring dwords
+	start time.Time
+
+	// Gate: a revoked activation makes no further call out.
+	revoked  atomic.Bool
+	inflight atomic.Int64
+	stop     chan struct{}
+	wake     chan struct{}
+
+	wptr atomic.Uint64 // API ring wptr (monotonic dwords)
+	rptr atomic.Uint64 // API ring rptr
+
+	// Events from other goroutines.
+	evMu       sync.Mutex
+	dbQueued   []*queue // doorbells of queues not in a slot
+	pollNow    bool     // an aggregated doorbell: read every unmapped queue's wptr shadow
+	slotNotify atomic.Uint32
+
+	// Published tables for the doorbell and register paths (copy on write by the goroutine).
+	byDoorbell atomic.Pointer[map[uint32]*queue]
+	aggregated atomic.Pointer[[abi.MES_PRIORITY_LEVELS]uint32]
+
+	// Counters (registers).
+	nFrames, nFrameErrors, nMaps, nUnmaps, nUnmappedDBs atomic.Uint32
+	nQueues, nMapped, nHung, nProcs                     atomic.Uint32
+	lastError, lastErrorRptr                            atomic.Uint32
+
+	// Goroutine state.
+	hw       *hwState // nil until SET_HW_RESOURCES
+	cfg      schedConfig
+	t        table
+	slots    [numSlots]*queue // occupant of each slot
+	vmids    [16]*process     // holder of each VMID
+	pend     *pending         // the frame in progress (frames complete in order)
+	log      eventLog
+	pollWait time.Duration // current wptr-poll period (backs off)
+	nextPoll time.Time
+	timer    *time.Timer
+	buf      [abi.MES_API_FRAME_DWORDS * 4]byte
+	scratch  [8]byte
+	mqdBuf   []byte
+}
+
+func newActivation(m *MES, rc ringConfig) *activation {
+	a := &activation{m: m, ring: rc, start: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1),
+		cfg: defaultSchedConfig(), t: newTable()}
+	a.size = uint64(1) << (min(rc.sizeField, 30) + 1)
+	a.wptr.Store(rc.wptr)
+	empty := map[uint32]*queue{}
+	a.byDoorbell.Store(&empty)
+	a.aggregated.Store(&[abi.MES_PRIORITY_LEVELS]uint32{})
+	return a
+}
+
+// errRevoked: the activation was revoked; the goroutine ends quietly.
+var errRevoked = errors.New("mes: activation revoked")
+
+// enter opens a call out; false when revoked. A call out counts as in flight until leave.
+func (a *activation) enter() bool {
+	a.inflight.Add(1)
+	if a.revoked.Load() {
+		a.leave()
+		return false
+	}
+	return true
+}
+
+func (a *activation) leave() {
+	if a.inflight.Add(-1) == 0 && a.revoked.Load() {
+		return
+	}
+}
+
+// revoke stops the activation: no call out after this returns begins; one in flight is counted
+// in MES.draining until it returns.
+func (a *activation) revoke() {
+	a.m.slotMu.Lock()
+	already := a.revoked.Swap(true)
+	a.m.slotMu.Unlock()
+	if already {
+		return
+	}
+	a.m.draining.Add(1)
+	go func() {
+		// Uncount once nothing of this activation is in flight any more.
+		for a.inflight.Load() != 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		a.m.draining.Add(-1)
+	}()
+	close(a.stop)
+}
+
+func (a *activation) kick() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *activation) setWptr(w uint64) {
+	a.wptr.Store(w)
+	a.kick()
+}
+
+// doorbell handles a doorbell write (any goroutine, no lock on the mapped path).
+func (a *activation) doorbell(dword uint32, value uint64) {
+	if a.ring.doorbell&abi.REG_MES_RING_DOORBELL__EN_MASK != 0 &&
+		dword == a.ring.doorbell&abi.REG_MES_RING_DOORBELL__OFFSET_MASK>>abi.REG_MES_RING_DOORBELL__OFFSET__SHIFT {
+		a.setWptr(value)
+		return
+	}
+	if q := (*a.byDoorbell.Load())[dword]; q != nil {
+		q.lastDB.Store(value)
+		if q.inSlot.Load() || a.m.cntl.Load()&abi.REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE_MASK != 0 {
+			return
+		}
+		if !q.dbPending.Swap(true) {
+			a.evMu.Lock()
+			a.dbQueued = append(a.dbQueued, q)
+			a.evMu.Unlock()
+		}
+		a.kick()
+		return
+	}
+	for _, db := range a.aggregated.Load() {
+		if db != 0 && db == dword {
+			a.evMu.Lock()
+			a.pollNow = true
+			a.evMu.Unlock()
+			a.kick()
+			return
+		}
+	}
+}
+
+func (a *activation) notify(slot int) {
+	if slot >= 0 && slot < numSlots {
+		a.slotNotify.Or(1 << slot)
+		a.kick()
+	}
+}
+
+// run is the scheduler goroutine.
+func (a *activation) run() {
+	defer a.m.wg.Done()
+	a.timer = time.NewTimer(time.Hour)
+	defer a.timer.Stop()
+	if reason := a.checkRing(); reason != 0 {
+		a.haltRing(reason, "API ring configuration invalid")
+		return
+	}
+	for {
+		if a.revoked.Load() {
+			return
+		}
+		now := time.Now()
+		a.events(now)
+		a.observe(now)
+		if !a.frames(now) {
+			return // ring halted or revoked
+		}
+		a.schedule(now)
+		a.sleep(a.nextDeadline(now))
+	}
+}
+
+func (a *activation) sleep(d time.Duration) {
+	if d <= 0 {
+		select {
+		case <-a.wake:
+		default:
+		}
+		return
+	}
+	a.timer.Reset(d)
+	select {
+	case <-a.wake:
+		a.timer.Stop()
+	case <-a.timer.C:
+	case <-a.stop:
+		a.timer.Stop()
+	}
+}
+
+// checkRing validates the API ring as an HQD's.
+func (a *activation) checkRing() uint32 {
+	r := a.ring
+	switch {
+	case r.sizeField < 6 || r.sizeField > abi.CP_QUEUE_SIZE_MAX:
+		return abi.MES_ERR_RING_CONFIG
+	case r.base%256 != 0 || r.base >= 1<<abi.GPU_VA_BITS || r.base+a.size*4 > 1<<abi.GPU_VA_BITS:
+		return abi.MES_ERR_RING_CONFIG
+	case r.reportAddr%4 != 0:
+		return abi.MES_ERR_RING_CONFIG
+	}
+	return 0
+}
+
+// haltRing stops the scheduler for good, as firmware that crashed: the registers show HALTED
+// (until RING_ACTIVE = 0), and the queues it placed are stopped.
+func (a *activation) haltRing(reason uint32, why string) {
+	a.m.limiter.Warn(logKeyRing, "mes: API ring halted", "error", abi.NameOf("MES_ERR_", uint64(reason)), "why", why)
+	a.m.halted(a, reason)
+	a.m.slotMu.Lock()
+	a.revoked.Store(true)
+	a.m.slotMu.Unlock()
+	a.stopAll()
+}
+
+// stopAll kills whatever runs in the slots the scheduler owns and gives them back to the
+// kernel. It is called after the activation was revoked (so no Map can follow), from the
+// register path or the goroutine; Slots calls never block.
+func (a *activation) stopAll() {
+	a.m.slotMu.Lock()
+	defer a.m.slotMu.Unlock()
+	owned := a.m.ownedMask.Swap(0)
+	for s := 0; s < numSlots; s++ {
+		if owned&(1<<s) != 0 {
+			a.m.cfg.Slots.Kill(s)
+			a.m.cfg.Slots.Release(s)
+		}
+	}
+	a.m.cfg.Slots.SetOwned(0)
+}
+
+// slots runs f on the Slots unless the activation is revoked (then false): a revoked
+// activation never places, preempts or kills a queue again.
+func (a *activation) slotsDo(f func(s Slots)) bool {
+	a.m.slotMu.Lock()
+	defer a.m.slotMu.Unlock()
+	if a.revoked.Load() {
+		return false
+	}
+	f(a.m.cfg.Slots)
+	return true
+}
+
+// access is the scheduler's memory access descriptor: VMID 0, bypassing L2 (firmware reads
+// and writes are coherent).
+var access = engine.Access{VMID: 0, Slot: -1, Bypass: true, Client: abi.VM_CID_CPC}
+
+func (a *activation) read(va uint64, p []byte) error {
+	if !a.enter() {
+		return errRevoked
+	}
+	defer a.leave()
+	return a.m.cfg.Memory.Read(access, va, p)
+}
+
+func (a *activation) write(va uint64, p []byte) error {
+	if !a.enter() {
+		return errRevoked
+	}
+	defer a.leave()
+	return a.m.cfg.Memory.Write(access, va, p)
+}
+
+func (a *activation) push(iv engine.IV) {
+	if !a.enter() {
+		return
+	}
+	defer a.leave()
+	a.m.cfg.Interrupts.Push(iv)
+}
+
+// ns is the scheduler's clock: nanoseconds since it started.
+func (a *activation) ns(now time.Time) uint64 { return uint64(now.Sub(a.start)) }

@@ -1,0 +1,191 @@
+package mes
+
+import (
+	"encoding/binary"
+
+	"vgpu/abi"
+	"vgpu/cp"
+)
+
+// The HQD image of a v11 compute MQD: dwords hqdFirst..hqdLast, read on map and written back
+// on unmap in one access each.
+const (
+	hqdFirst = abi.MES_MQD_DW_CP_MQD_BASE_ADDR_LO
+	hqdLast  = abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI
+	hqdBytes = (hqdLast - hqdFirst + 1) * 4
+)
+
+func hqdOff(dw uint64) int { return int(dw-hqdFirst) * 4 }
+
+// ringDwords is the queue's ring size (dwords).
+func (q *queue) ringDwords() uint64 {
+	qs := q.img.Control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
+	return uint64(1) << (min(qs, abi.CP_QUEUE_SIZE_MAX) + 1)
+}
+
+// loadMQD reads the queue's MQD: its ring configuration into q.img and, for a queue being
+// added, its start pointers. It validates what the CP would refuse, so a bad MQD fails its
+// ADD_QUEUE (later maps that fail to load halt the queue).
+func (a *activation) loadMQD(q *queue) *frameErr {
+	if len(a.mqdBuf) < hqdBytes {
+		a.mqdBuf = make([]byte, hqdBytes)
+	}
+	b := a.mqdBuf[:hqdBytes]
+	var hdr, fence [8]byte
+	if err := a.read(q.mqd, hdr[:4]); err != nil {
+		return fail(abi.MES_ERR_BAD_ADDRESS, "mqd_addr %#x: %v", q.mqd, err)
+	}
+	if h := binary.LittleEndian.Uint32(hdr[:]); h != abi.MES_MQD_HEADER {
+		return fail(abi.MES_ERR_BAD_MQD, "MQD header %#08x (want %#08x)", h, abi.MES_MQD_HEADER)
+	}
+	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
+		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
+	}
+	if err := a.read(q.mqd+abi.MES_MQD_DW_FENCE_ADDRESS_LO*4, fence[:]); err != nil {
+		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
+	}
+	d := func(dw uint64) uint32 { return binary.LittleEndian.Uint32(b[hqdOff(dw):]) }
+	q.img.Base = (uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_LO))) << 8
+	q.img.Control = d(abi.MES_MQD_DW_CP_HQD_PQ_CONTROL)
+	q.img.ReportAddr = uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO))
+	q.img.FenceAddr = binary.LittleEndian.Uint64(fence[:])
+	q.img.DoorbellOffset = q.doorbell
+	q.img.DoorbellControl = q.doorbell<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK |
+		abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK
+	qs := q.img.Control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
+	switch {
+	case qs < abi.CP_QUEUE_SIZE_MIN || qs > abi.CP_QUEUE_SIZE_MAX:
+		return fail(abi.MES_ERR_BAD_MQD, "CP_HQD_PQ_CONTROL.QUEUE_SIZE %d", qs)
+	case q.img.Base%256 != 0 || q.img.Base+q.ringDwords()*4 > 1<<abi.GPU_VA_BITS:
+		return fail(abi.MES_ERR_BAD_MQD, "ring %#x beyond the 48-bit space", q.img.Base)
+	case q.img.ReportAddr%4 != 0 || q.img.FenceAddr%8 != 0:
+		return fail(abi.MES_ERR_BAD_MQD, "rptr report %#x / fence %#x misaligned", q.img.ReportAddr, q.img.FenceAddr)
+	}
+	if !q.loaded {
+		// A new queue starts where its MQD says (amdgpu: 0 and 0).
+		wptr := uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_LO))
+		rWrapped := uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR)) & (q.ringDwords() - 1)
+		q.wptr = wptr
+		q.rptr = wptr - (wptr-rWrapped)&(q.ringDwords()-1)
+		q.loaded = true
+	}
+	return nil
+}
+
+// saveQueue writes an unmapped queue's state back: the MQD's HQD image (pointers, IB1, error,
+// ACTIVE 0), IS_QUEUE_UNMAP, the unmap flag, and the gang context (what the MQD has no field
+// for, and the per-queue status). A write that fails is logged: the scheduler's own copy
+// stays authoritative, so the queue still continues correctly.
+func (a *activation) saveQueue(q *queue) {
+	b := a.mqdBuf[:hqdBytes]
+	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
+		a.saveFailed(q, err)
+		return
+	}
+	put := func(dw uint64, v uint32) { binary.LittleEndian.PutUint32(b[hqdOff(dw):], v) }
+	e := &q.img.Exec
+	put(abi.MES_MQD_DW_CP_HQD_ACTIVE, 0)
+	put(abi.MES_MQD_DW_CP_HQD_PQ_RPTR, uint32(q.rptr&(q.ringDwords()-1)))
+	put(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_LO, uint32(q.wptr))
+	put(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI, uint32(q.wptr>>32))
+	var ib cp.IBState
+	if e.Level >= 1 {
+		ib = e.IB[0]
+	}
+	put(abi.MES_MQD_DW_CP_HQD_IB_BASE_ADDR_LO, uint32(ib.Base))
+	put(abi.MES_MQD_DW_CP_HQD_IB_BASE_ADDR_HI, uint32(ib.Base>>32))
+	put(abi.MES_MQD_DW_CP_HQD_IB_RPTR, uint32(ib.Pos))
+	ctl := uint32(ib.Size) & abi.MES_MQD_IB_CONTROL_IB_SIZE_MASK
+	if e.Level >= 1 {
+		ctl |= abi.MES_MQD_IB_CONTROL_PROCESSING_IB_MASK
+	}
+	put(abi.MES_MQD_DW_CP_HQD_IB_CONTROL, ctl)
+	put(abi.MES_MQD_DW_CP_HQD_ERROR, q.errCode)
+	if err := a.write(q.mqd+hqdFirst*4, b); err != nil {
+		a.saveFailed(q, err)
+		return
+	}
+	a.writeFlags(q, 1)
+	a.writeContext(q)
+}
+
+// writeFlags writes IS_QUEUE_UNMAP (and the ADD_QUEUE unmap flag): 1 unmapped, 0 mapped.
+func (a *activation) writeFlags(q *queue, unmapped uint32) {
+	var v [4]byte
+	binary.LittleEndian.PutUint32(v[:], unmapped)
+	if err := a.write(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4, v[:]); err != nil {
+		a.saveFailed(q, err)
+	}
+	if q.unmapFlag != 0 {
+		if err := a.write(q.unmapFlag, v[:]); err != nil {
+			a.saveFailed(q, err)
+		}
+	}
+}
+
+// writeMapped records a map in the MQD: ACTIVE 1, the VMID MES gave, IS_QUEUE_UNMAP 0.
+func (a *activation) writeMapped(q *queue) {
+	var v [8]byte
+	binary.LittleEndian.PutUint32(v[:], 1)
+	binary.LittleEndian.PutUint32(v[4:], uint32(q.gang.proc.vmid))
+	if err := a.write(q.mqd+abi.MES_MQD_DW_CP_HQD_ACTIVE*4, v[:]); err != nil {
+		a.saveFailed(q, err)
+	}
+	a.writeFlags(q, 0)
+	a.writeStatus(q)
+}
+
+// writeContext writes the gang context (MES_CTX_*): the execution state beyond the MQD's.
+func (a *activation) writeContext(q *queue) {
+	var b [abi.MES_CTX_BYTES]byte
+	put := func(dw uint64, v uint32) { binary.LittleEndian.PutUint32(b[dw*4:], v) }
+	e := &q.img.Exec
+	put(abi.MES_CTX_DW_MAGIC, abi.MES_CTX_MAGIC)
+	put(abi.MES_CTX_DW_LEVEL, uint32(e.Level))
+	put(abi.MES_CTX_DW_IB_COUNT, uint32(e.IBCount))
+	put(abi.MES_CTX_DW_IB2_BASE_LO, uint32(e.IB[1].Base))
+	put(abi.MES_CTX_DW_IB2_BASE_HI, uint32(e.IB[1].Base>>32))
+	put(abi.MES_CTX_DW_IB2_SIZE, uint32(e.IB[1].Size))
+	put(abi.MES_CTX_DW_IB2_RPTR, uint32(e.IB[1].Pos))
+	put(abi.MES_CTX_DW_IB1_VMID, uint32(e.IB[0].VMID)&0xF|uint32(e.IB[1].VMID)&0xF<<4)
+	put(abi.MES_CTX_DW_PROGRESS_LO, uint32(e.Progress))
+	put(abi.MES_CTX_DW_PROGRESS_HI, uint32(e.Progress>>32))
+	if e.WaitWritten {
+		put(abi.MES_CTX_DW_FLAGS, 1)
+	}
+	for i, u := range e.UserData {
+		put(abi.MES_CTX_DW_USER_DATA+uint64(i), u)
+	}
+	put(abi.MES_CTX_DW_PROTECTED_FENCE_LO, uint32(e.Fence))
+	put(abi.MES_CTX_DW_PROTECTED_FENCE_HI, uint32(e.Fence>>32))
+	q.publish()
+	a.putStatus(q, b[abi.MES_CTX_DW_STATUS*4:])
+	if err := a.write(q.gang.ctxAddr, b[:]); err != nil {
+		a.saveFailed(q, err)
+	}
+}
+
+// writeStatus writes only the per-queue status part of the gang context.
+func (a *activation) writeStatus(q *queue) {
+	q.publish()
+	var b [20]byte
+	a.putStatus(q, b[:])
+	if err := a.write(q.gang.ctxAddr+abi.MES_CTX_DW_STATUS*4, b[:]); err != nil {
+		a.saveFailed(q, err)
+	}
+}
+
+func (a *activation) putStatus(q *queue, b []byte) {
+	binary.LittleEndian.PutUint32(b[0:], q.status.Load())
+	binary.LittleEndian.PutUint32(b[4:], q.maps.Load())
+	binary.LittleEndian.PutUint32(b[8:], q.preempts.Load())
+	binary.LittleEndian.PutUint64(b[12:], q.rptr)
+}
+
+func (a *activation) saveFailed(q *queue, err error) {
+	if err == errRevoked {
+		return
+	}
+	a.m.limiter.Warn(logKeySave, "mes: could not write a queue's MQD or context", "doorbell", q.doorbell,
+		"mqd", q.mqd, "err", err)
+}

@@ -1,0 +1,456 @@
+package mes
+
+import (
+	"encoding/binary"
+	"sort"
+	"time"
+
+	"vgpu/abi"
+	"vgpu/cp"
+	"vgpu/engine"
+)
+
+const (
+	noSlot       = 0xFF
+	maxPollWait  = 10 * time.Millisecond // the unmapped-queue wptr poll backs off to this
+	minLoopSleep = 10 * time.Microsecond
+)
+
+// publishTable publishes the doorbell → queue map for the doorbell path (copy on write: adds
+// and removes are rare next to doorbells).
+func (a *activation) publishTable() {
+	m := make(map[uint32]*queue, len(a.t.queues))
+	for db, q := range a.t.queues {
+		m[db] = q
+	}
+	a.byDoorbell.Store(&m)
+	a.nQueues.Store(uint32(len(a.t.queues)))
+	a.nProcs.Store(uint32(len(a.t.procs)))
+}
+
+// events takes in what other goroutines reported: doorbells of queues not in a slot and
+// aggregated doorbells (a poll of every unmapped queue's wptr shadow).
+func (a *activation) events(now time.Time) {
+	a.evMu.Lock()
+	dbs := a.dbQueued
+	a.dbQueued = nil
+	poll := a.pollNow
+	a.pollNow = false
+	a.evMu.Unlock()
+	for _, q := range dbs {
+		q.dbPending.Store(false)
+		if a.t.queues[q.doorbell] != q || q.occupies() {
+			continue // removed, or back in a slot (the HQD got the doorbell)
+		}
+		if w := q.lastDB.Load(); w > q.wptr && w-q.rptr <= q.ringDwords() {
+			q.wptr = w
+			a.nUnmappedDBs.Add(1)
+			a.event(abi.MES_EVT_DOORBELL, 0, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
+			q.publish()
+		}
+	}
+	if poll || a.hw != nil && a.hw.poll > 0 && !now.Before(a.nextPoll) {
+		a.pollShadows(now)
+	}
+}
+
+// pollShadows reads the wptr shadow of every unmapped queue: work found there runs as if its
+// doorbell had reached the scheduler. The periodic poll backs off while it finds nothing.
+func (a *activation) pollShadows(now time.Time) {
+	found := false
+	for _, q := range a.t.order {
+		if q.occupies() || q.wptrAddr == 0 || q.state == qHalted {
+			continue
+		}
+		if err := a.read(q.wptrAddr, a.scratch[:]); err != nil {
+			if err == errRevoked {
+				return
+			}
+			a.m.limiter.Warn(logKeyPoll, "mes: wptr shadow unreadable", "doorbell", q.doorbell, "addr", q.wptrAddr, "err", err)
+			continue
+		}
+		w := binary.LittleEndian.Uint64(a.scratch[:])
+		if w > q.wptr && w-q.rptr <= q.ringDwords() {
+			q.wptr = w
+			found = true
+			a.event(abi.MES_EVT_DOORBELL, 1, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
+			q.publish()
+		}
+	}
+	if a.hw == nil || a.hw.poll == 0 {
+		return
+	}
+	if found {
+		a.pollWait = a.hw.poll
+	} else {
+		a.pollWait = min(2*a.pollWait, maxPollWait)
+	}
+	a.nextPoll = now.Add(a.pollWait)
+}
+
+// observe looks at every occupied slot: queues that stopped are saved, idle ones noted,
+// preemptions past their grace become hangs.
+func (a *activation) observe(now time.Time) {
+	a.slotNotify.Store(0)
+	for s, q := range a.slots {
+		if q == nil || q.state == qHung {
+			continue
+		}
+		var img cp.Image
+		var st cp.StopState
+		var qs cp.QueueStats
+		if !a.slotsDo(func(sl Slots) {
+			img, st = sl.Saved(s)
+			if st == cp.Running {
+				qs = sl.Queue(s)
+			}
+		}) {
+			return
+		}
+		switch st {
+		case cp.Running:
+			q.rptr, q.wptr = qs.Rptr, max(q.wptr, qs.Wptr)
+			if qs.Idle && qs.Rptr == qs.Wptr {
+				if q.idleSince.IsZero() {
+					q.idleSince = now
+				}
+			} else {
+				q.idleSince = time.Time{}
+			}
+			if q.state == qPreempting && !now.Before(q.preemptAt) {
+				a.hang(q, now)
+			}
+		case cp.Preempted:
+			a.leftSlot(q, img, q.preemptReason, now)
+		case cp.Halted:
+			q.errCode = img.Error
+			a.leftSlot(q, img, abi.MES_UNMAP_HALTED, now)
+		default: // Killed (RESET) or Empty (the CP was reset under us)
+			a.leftSlot(q, img, abi.MES_UNMAP_RESET, now)
+		}
+	}
+}
+
+// leftSlot finishes an unmap: the slot is free, the queue's state saved.
+func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Time) {
+	slot := q.slot
+	a.slotsDo(func(s Slots) { s.Release(slot) })
+	a.slots[slot] = nil
+	q.inSlot.Store(false) // then read lastDB: a doorbell after this point flags the queue
+	q.gang.proc.inSlots--
+	q.slot = -1
+	a.nMapped.Add(^uint32(0))
+	a.nUnmaps.Add(1)
+	switch reason {
+	case abi.MES_UNMAP_RESET:
+		a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, 0)
+		a.discard(q)
+		return
+	case abi.MES_UNMAP_HALTED:
+		q.rptr, q.wptr = img.Rptr, max(img.Wptr, q.wptr, q.lastDB.Load())
+		q.img.Exec = img.Exec
+		q.state = qHalted
+	default:
+		q.rptr, q.wptr = img.Rptr, max(img.Wptr, q.wptr, q.lastDB.Load())
+		q.img.Exec = img.Exec
+		q.state = qUnmapped
+		q.preempts.Add(1)
+	}
+	q.waitSince = time.Time{}
+	a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, uint32(q.gang.proc.vm.PASID))
+	a.saveQueue(q)
+	a.markUnmapped(q)
+}
+
+// markUnmapped notes when an unmapped queue started waiting.
+func (a *activation) markUnmapped(q *queue) {
+	q.waitSince = time.Time{}
+	q.publish()
+}
+
+// hang marks a queue that did not stop within its grace: it keeps its slot until RESET.
+func (a *activation) hang(q *queue, now time.Time) {
+	q.state = qHung
+	a.nHung.Add(1)
+	a.event(abi.MES_EVT_HANG, q.preemptReason, q.slot, q.gang.level, q.doorbell, q.rptr, 0)
+	a.m.limiter.Warn(logKeyHang, "mes: queue did not stop within its preemption grace: marked hung",
+		"doorbell", q.doorbell, "slot", q.slot, "rptr", q.rptr, "grace", a.cfg.preemptGrace[q.gang.level])
+	a.push(engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_MES_QUEUE_HUNG, RingID: cp.RingID(q.slot),
+		VMID: uint8(q.gang.proc.vmid), PASID: q.gang.proc.vm.PASID,
+		Data: [4]uint32{q.doorbell, uint32(q.slot), uint32(q.rptr), uint32(q.rptr >> 32)}})
+	a.writeStatus(q)
+}
+
+// preempt asks a mapped queue to leave its slot.
+func (a *activation) preempt(q *queue, reason uint32, now time.Time) {
+	q.state = qPreempting
+	q.preemptReason = reason
+	q.preemptAt = now.Add(a.cfg.preemptGrace[q.gang.level])
+	slot := q.slot
+	a.slotsDo(func(s Slots) { s.Preempt(slot) })
+	a.event(abi.MES_EVT_PREEMPT, reason, slot, q.gang.level, q.doorbell, q.rptr, 0)
+}
+
+// place maps q into slot; false if its process has no VMID now or the map failed.
+func (a *activation) place(q *queue, slot int, now time.Time) bool {
+	p := q.gang.proc
+	if !a.ensureVMID(p, now) {
+		return false
+	}
+	if err := a.loadMQD(q); err != nil {
+		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
+		a.m.limiter.Warn(logKeySave, "mes: MQD no longer loads: queue halted", "doorbell", q.doorbell, "why", err.why)
+		a.event(abi.MES_EVT_UNMAP, abi.MES_UNMAP_HALTED, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
+		q.publish()
+		return false
+	}
+	img := q.img
+	img.VMID = p.vmid
+	img.Rptr, img.Wptr = q.rptr, q.wptr
+	q.inSlot.Store(true) // then Map, then read lastDB: a doorbell is seen by the HQD or below
+	var err error
+	if !a.slotsDo(func(s Slots) { err = s.Map(slot, img) }) {
+		q.inSlot.Store(false)
+		return false
+	}
+	if err != nil {
+		q.inSlot.Store(false)
+		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
+		a.m.limiter.Warn(logKeySave, "mes: the CP refused the queue's image: queue halted", "doorbell", q.doorbell, "err", err)
+		q.publish()
+		return false
+	}
+	if w := q.lastDB.Load(); w > q.wptr && w-q.rptr <= q.ringDwords() {
+		q.wptr = w
+		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
+	}
+	q.state, q.slot, q.mappedAt, q.idleSince = qMapped, slot, now, time.Time{}
+	a.slots[slot] = q
+	p.inSlots++
+	p.lastMap = now
+	q.maps.Add(1)
+	a.nMaps.Add(1)
+	a.nMapped.Add(1)
+	a.event(abi.MES_EVT_MAP, 0, slot, q.gang.level, q.doorbell, q.rptr, uint32(p.vm.PASID)|uint32(p.vmid)<<16)
+	a.writeMapped(q)
+	return true
+}
+
+// ensureVMID gives p a VMID: a free one, else the one of the process that has had none of its
+// queues in a slot for the longest. If every VMID's process has queues in slots, the one that
+// held its VMID longest past its process quantum is asked to give way (its queues are
+// preempted) and false is returned: p waits.
+func (a *activation) ensureVMID(p *process, now time.Time) bool {
+	if p.vmid != 0 {
+		return true
+	}
+	var pick int
+	var victim *process
+	for v := 1; v < len(a.vmids); v++ {
+		if a.hw.vmids&(1<<v) == 0 {
+			continue
+		}
+		h := a.vmids[v]
+		if h == nil {
+			pick, victim = v, nil
+			break
+		}
+		if h.inSlots == 0 && (victim == nil || victim.inSlots != 0 || h.lastMap.Before(victim.lastMap)) {
+			pick, victim = v, h
+		}
+	}
+	if pick == 0 {
+		if !p.vmidAsked {
+			var holder *process
+			for v := 1; v < len(a.vmids); v++ {
+				h := a.vmids[v]
+				if h != nil && now.Sub(h.vmidSince) >= h.quantum && (holder == nil || h.vmidSince.Before(holder.vmidSince)) {
+					holder = h
+				}
+			}
+			if holder != nil {
+				p.vmidAsked = true
+				for _, q := range a.slots {
+					if q != nil && q.gang.proc == holder && q.state == qMapped {
+						a.preempt(q, abi.MES_UNMAP_VMID, now)
+					}
+				}
+			}
+		}
+		return false
+	}
+	if victim != nil {
+		victim.vmid = 0
+		a.event(abi.MES_EVT_VMID, 0, noSlot, 0, 0, 0, uint32(victim.vm.PASID)|uint32(pick)<<16)
+	}
+	p.vmid, p.vmidSince, p.vmidAsked = pick, now, false
+	a.vmids[pick] = p
+	a.bind(pick, p)
+	a.event(abi.MES_EVT_VMID, 1, noSlot, 0, 0, 0, uint32(p.vm.PASID)|uint32(pick)<<16)
+	return true
+}
+
+// slotsFor lists the owned slots a queue type may use.
+func (a *activation) slotsFor(qtype uint32) uint32 {
+	if qtype == abi.MES_QUEUE_TYPE_GFX {
+		return a.hw.owned & 1
+	}
+	return a.hw.owned &^ 1
+}
+
+// schedule applies the policy (docs/device.md "MES scheduling"): idle queues give their slots
+// up, waiting queues take free slots, higher levels preempt lower ones, equal levels take
+// turns by gang quantum.
+func (a *activation) schedule(now time.Time) {
+	if a.hw == nil {
+		return
+	}
+	var waiters []*queue
+	var waiting [2]int // by type: gfx, compute
+	for _, q := range a.t.order {
+		if q.runnable() {
+			if q.waitSince.IsZero() {
+				q.waitSince = now
+			}
+			waiters = append(waiters, q)
+			waiting[typeIndex(q.qtype)]++
+		} else if q.state == qUnmapped {
+			q.waitSince = time.Time{}
+		}
+	}
+	// Idle queues leave at once when someone waits, else after their idle grace.
+	for _, q := range a.slots {
+		if q == nil || q.state != qMapped || q.idleSince.IsZero() || q.hasWork() {
+			continue
+		}
+		if waiting[typeIndex(q.qtype)] > 0 || now.Sub(q.idleSince) >= a.cfg.idleGrace[q.gang.level] {
+			a.preempt(q, abi.MES_UNMAP_IDLE, now)
+		}
+	}
+	if len(waiters) == 0 {
+		return
+	}
+	sort.SliceStable(waiters, func(i, j int) bool {
+		if waiters[i].gang.level != waiters[j].gang.level {
+			return waiters[i].gang.level > waiters[j].gang.level
+		}
+		return waiters[i].waitSince.Before(waiters[j].waitSince)
+	})
+	var freeing [2]int // slots already being given up, by type
+	for s, q := range a.slots {
+		if q != nil && q.state == qPreempting && q.preemptReason != abi.MES_UNMAP_RESET {
+			freeing[typeIndex(slotType(s))]++
+		}
+	}
+	for _, w := range waiters {
+		ti := typeIndex(w.qtype)
+		if slot := a.freeSlot(w.qtype); slot >= 0 {
+			a.place(w, slot, now)
+			continue
+		}
+		if freeing[ti] > 0 {
+			freeing[ti]--
+			continue
+		}
+		v := a.victim(w.qtype)
+		switch {
+		case v == nil:
+		case v.gang.level < w.gang.level:
+			a.preempt(v, abi.MES_UNMAP_PRIORITY, now)
+		case v.gang.level == w.gang.level && now.Sub(v.mappedAt) >= v.gang.quantum:
+			a.preempt(v, abi.MES_UNMAP_QUANTUM, now)
+		}
+	}
+}
+
+func typeIndex(qtype uint32) int {
+	if qtype == abi.MES_QUEUE_TYPE_GFX {
+		return 0
+	}
+	return 1
+}
+
+func slotType(slot int) uint32 {
+	if slot == 0 {
+		return abi.MES_QUEUE_TYPE_GFX
+	}
+	return abi.MES_QUEUE_TYPE_COMPUTE
+}
+
+func (a *activation) freeSlot(qtype uint32) int {
+	m := a.slotsFor(qtype)
+	for s := 0; s < numSlots; s++ {
+		if m&(1<<s) != 0 && a.slots[s] == nil {
+			return s
+		}
+	}
+	return -1
+}
+
+// victim is the mapped (not already preempting) queue of the type that gives way first: the
+// lowest level, and within it the one mapped longest.
+func (a *activation) victim(qtype uint32) *queue {
+	var v *queue
+	for s, q := range a.slots {
+		if q == nil || q.state != qMapped || a.slotsFor(qtype)&(1<<s) == 0 {
+			continue
+		}
+		if v == nil || q.gang.level < v.gang.level || q.gang.level == v.gang.level && q.mappedAt.Before(v.mappedAt) {
+			v = q
+		}
+	}
+	return v
+}
+
+// nextDeadline is how long the loop may sleep without an event: until the earliest
+// preemption grace, idle grace, quantum expiry that someone waits for, poll, or frame recheck.
+func (a *activation) nextDeadline(now time.Time) time.Duration {
+	next := now.Add(time.Hour)
+	at := func(t time.Time) {
+		if t.Before(next) {
+			next = t
+		}
+	}
+	if a.pend != nil {
+		at(a.pend.deadline)
+		if a.pend.recheck > 0 {
+			at(now.Add(a.pend.recheck))
+		}
+	}
+	// A quantum (or a VMID holder's process quantum) matters only while a queue of at least
+	// that level waits; only expiries still ahead are timers (an expired one either acted
+	// already or has no taker).
+	waitLevel := [2]int{-1, -1}
+	for _, q := range a.t.order {
+		if q.runnable() {
+			waitLevel[typeIndex(q.qtype)] = max(waitLevel[typeIndex(q.qtype)], int(q.gang.level))
+		}
+	}
+	future := func(t time.Time) {
+		if t.After(now) {
+			at(t)
+		}
+	}
+	for s, q := range a.slots {
+		if q == nil {
+			continue
+		}
+		switch q.state {
+		case qPreempting:
+			at(q.preemptAt)
+		case qMapped:
+			if !q.idleSince.IsZero() {
+				at(q.idleSince.Add(a.cfg.idleGrace[q.gang.level]))
+			}
+			if int(q.gang.level) <= waitLevel[typeIndex(slotType(s))] {
+				future(q.mappedAt.Add(q.gang.quantum))
+				future(q.gang.proc.vmidSince.Add(q.gang.proc.quantum))
+			}
+		}
+	}
+	if a.hw != nil && a.hw.poll > 0 {
+		at(a.nextPoll)
+	}
+	// A floor: whatever was missed above cannot turn the loop into a spin.
+	return max(next.Sub(now), minLoopSleep)
+}
