@@ -294,9 +294,9 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 
 	vgpu_mes_status(k->m, q->doorbell, &s);
 	ok = vgpu_mes_log_find(k->m, log0, VGPU_MES_EVT_MAP, VT_MES_ANY, q->doorbell, &e);
-	snprintf(why, sizeof(why), "QUERY_MAPS %u (want >= 1), QUERY_RPTR %llu (want %llu), %s",
-		 s.maps, s.rptr, q->wptr, ok ? "MAP event logged" : "no MAP event in the log");
-	if (vt_kit_check(k, s.maps >= 1 && s.rptr == q->wptr && ok && e.slot >= 1 &&
+	snprintf(why, sizeof(why), "QUERY_MAPS %u (want >= 1), %s", s.maps,
+		 ok ? "MAP event logged" : "no MAP event in the log");
+	if (vt_kit_check(k, s.maps >= 1 && ok && e.slot >= 1 &&
 			 e.slot < k->cp->hqds && e.vmid, names[i++], why))
 		vt_note(t, "mapped into slot %u with VMID %u (PASID %#x)", e.slot, e.vmid, e.pasid);
 
@@ -306,12 +306,13 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 	w = vgpu_mq_mqd64(q, VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_LO);
 	gang = vgpu_mq_rd(q->gang, VGPU_MES_CTX_DW_MAGIC);
 	snprintf(why, sizeof(why),
-		 "%s; MQD ACTIVE %u, PQ_RPTR %u (want %llu), PQ_WPTR %llu (want %llu), IS_QUEUE_UNMAP %u, unmap flag %u, gang MAGIC %#x",
-		 ok ? "unmapped" : "still mapped", vgpu_mq_mqd(q, VGPU_MES_MQD_DW_CP_HQD_ACTIVE),
+		 "%s, QUERY_RPTR %llu; MQD ACTIVE %u, PQ_RPTR %u (want %llu), PQ_WPTR %llu (want %llu), IS_QUEUE_UNMAP %u, unmap flag %u, gang MAGIC %#x",
+		 ok ? "unmapped" : "still mapped", s.rptr,
+		 vgpu_mq_mqd(q, VGPU_MES_MQD_DW_CP_HQD_ACTIVE),
 		 rptr, q->wptr & (q->size - 1), w, q->wptr,
 		 vgpu_mq_mqd(q, VGPU_MES_MQD_DW_IS_QUEUE_UNMAP), vgpu_mq_aux(q, VT_MQ_AUX_UNMAP),
 		 gang);
-	ok = ok && !vgpu_mq_mqd(q, VGPU_MES_MQD_DW_CP_HQD_ACTIVE) &&
+	ok = ok && s.rptr == q->wptr && !vgpu_mq_mqd(q, VGPU_MES_MQD_DW_CP_HQD_ACTIVE) &&
 	     rptr == (q->wptr & (q->size - 1)) && w == q->wptr &&
 	     vgpu_mq_mqd(q, VGPU_MES_MQD_DW_IS_QUEUE_UNMAP) == 1 &&
 	     vgpu_mq_aux(q, VT_MQ_AUX_UNMAP) == 1 && gang == VGPU_MES_CTX_MAGIC;
