@@ -202,14 +202,24 @@ enum vt_res t_mes_hang(struct vt_case *t)
 	ret = vgpu_mes_detect_hung(t, h.k->m, true, VGPU_MES_QUEUE_TYPE_COMPUTE, arr);
 	vgpu_mes_status(h.k->m, h.e->doorbell, &s);
 	ok = vgpu_mes_log_find(h.k->m, log0, VGPU_MES_EVT_RESET, VT_MES_ANY, h.e->doorbell, &e);
-	snprintf(why, sizeof(why), "%s; array %#x %#x %#x %#x | %#x (want %#x, slot %u); QUERY_STATUS %#x (want not HUNG, not MAPPED), rptr %llu (want %llu: work dropped), MES_HUNG %u, %s",
-		 ret ? t->err : "completed", arr[0], arr[1], arr[2], arr[3],
-		 arr[VGPU_MES_RESET_DW_HUNG_DB_ENTRIES], h.e->doorbell, slot, s.st, s.rptr,
-		 h.e->wptr, vgpu_rd(vg, VGPU_REG_MES_HUNG), ok ? "RESET logged" : "no RESET event");
-	vt_kit_check(h.k, !ret && vt_hang_array_is(arr, h.e->doorbell, slot) &&
-		     !VT_MQ_ST(s.st, HUNG) && !VT_MQ_ST(s.st, MAPPED) && s.rptr == h.e->wptr &&
-		     !vgpu_rd(vg, VGPU_REG_MES_HUNG) && ok && !vgpu_mq_done(h.e, seq_e),
-		     names[i++], why);
+	if (ret)
+		snprintf(why, sizeof(why), "%s", t->err);
+	else if (!vt_hang_array_is(arr, h.e->doorbell, slot))
+		snprintf(why, sizeof(why), "array %#x %#x %#x %#x | %#x, want %#x and INVALID, slot %u",
+			 arr[0], arr[1], arr[2], arr[3], arr[VGPU_MES_RESET_DW_HUNG_DB_ENTRIES],
+			 h.e->doorbell, slot);
+	else if (VT_MQ_ST(s.st, HUNG) || VT_MQ_ST(s.st, MAPPED) || s.rptr != h.e->wptr ||
+		 vgpu_mq_done(h.e, seq_e))
+		snprintf(why, sizeof(why), "QUERY_STATUS %#x (want neither HUNG nor MAPPED), rptr %llu (want %llu: work dropped), fence %u (want below %u)",
+			 s.st, s.rptr, h.e->wptr, vgpu_mq_fence_read(h.e), seq_e);
+	else if (vgpu_rd(vg, VGPU_REG_MES_HUNG))
+		snprintf(why, sizeof(why), "MES_HUNG reads %u after the reset, want 0 (the queue itself is no longer HUNG)",
+			 vgpu_rd(vg, VGPU_REG_MES_HUNG));
+	else if (!ok)
+		snprintf(why, sizeof(why), "no RESET event for db %#x", h.e->doorbell);
+	else
+		why[0] = '\0';
+	vt_kit_check(h.k, !why[0], names[i++], why);
 
 	/* The endless kernel again: a per-queue RESET stops it at once; then E works. */
 	ret = vt_kit_endless(h.k, h.e, &seq_e);

@@ -62,6 +62,36 @@ static int vt_wait_all(struct vt_mes_kit *k, struct vgpu_mes_queue **qs, unsigne
 #define VT_OS_QUEUES		64
 #define VT_OS_ROUNDS		4
 #define VT_OS_JOBS		8	/* per queue and round */
+#define VT_OS_VA_GATE		(VT_VA_DATA + SZ_1M)	/* dword r: round r's gate */
+
+/*
+ * Waits (sampling MES_MAPPED) until every queue was mapped since before[] was read: with all of
+ * them parked on a closed gate, that takes turns on the slots.
+ */
+static int vt_os_turns(struct vt_mes_kit *k, struct vgpu_mes_queue **qs, const u32 *before,
+		       unsigned int round, u32 *max_mapped)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(2 * vt_mes_ms());
+	struct vgpu_mq_status s;
+	unsigned int j, left;
+	u32 mapped;
+
+	for (;;) {
+		mapped = vgpu_rd(k->cp->vg, VGPU_REG_MES_MAPPED);
+		*max_mapped = max(*max_mapped, mapped);
+		for (j = 0, left = 0; j < VT_OS_QUEUES; j++) {
+			vgpu_mes_status(k->m, qs[j]->doorbell, &s);
+			left += s.maps == before[j];
+		}
+		if (!left)
+			return 0;
+		if (time_after(jiffies, deadline))
+			return vt_reason(k->t, -ETIMEDOUT,
+					 "round %u: %u of %u queues parked on the closed gate never got a slot in %u ms (MES_MAPPED %u)",
+					 round, left, VT_OS_QUEUES, 2 * vt_mes_ms(), mapped);
+		usleep_range(200, 400);
+	}
+}
 
 enum vt_res t_mes_oversubscribe(struct vt_case *t)
 {
@@ -75,6 +105,8 @@ enum vt_res t_mes_oversubscribe(struct vt_case *t)
 	struct vgpu_mes_queue **qs;
 	struct vgpu_mq_status s;
 	char why[VT_WHY_LEN], tmp[VT_WHY_LEN];
+	u32 before[VT_OS_QUEUES], pk[8], n;
+	struct vgpu_bo *gate;
 	struct vt_mes_kit *k;
 	struct vgpu *vg = t->vg;
 	unsigned int i = 0, j, r, bad;
@@ -90,9 +122,12 @@ enum vt_res t_mes_oversubscribe(struct vt_case *t)
 		return vt_cp_end(t, t->vg->cp);
 	}
 	qs = k->q;
+	gate = vt_kit_bo(k, VT_GPU_PAGE);
+	ret = gate ? 0 : -ENOMEM;
 	for (j = 0; j < VT_OS_PROCS && !ret; j++) {
 		procs[j] = vt_kit_proc(k, 0x301 + j);
-		ret = procs[j] ? 0 : -ENOMEM;
+		ret = procs[j] ? vgpu_mes_proc_map(t, procs[j], VT_OS_VA_GATE, gate, VT_VM_RW) :
+				 -ENOMEM;
 	}
 	for (j = 0; j < VT_OS_QUEUES && !ret; j++)
 		ret = vt_kit_queue(k, procs[j % VT_OS_PROCS], &o, true) ? 0 : -EIO;
@@ -106,15 +141,26 @@ enum vt_res t_mes_oversubscribe(struct vt_case *t)
 	}
 
 	/*
-	 * Rounds: every queue gets VT_OS_JOBS ordered jobs and one doorbell, all run, then every
-	 * queue goes idle and is unmapped before the next round maps it again.
+	 * Rounds: every queue parks on the round's closed gate with VT_OS_JOBS ordered jobs
+	 * behind it, so that all 64 have work at once; they take turns on the slots (preempted in
+	 * the WAIT_REG_MEM) until each has had one; then the gate opens, all run, every queue goes
+	 * idle and is unmapped before the next round maps it again.
 	 */
 	maps0 = vgpu_rd(vg, VGPU_REG_MES_MAPS);
 	unmaps0 = vgpu_rd(vg, VGPU_REG_MES_UNMAPS);
 	t0 = ktime_get();
 	for (r = 0; r < VT_OS_ROUNDS && !ret; r++) {
-		for (j = 0; j < VT_OS_QUEUES && !ret; j++)
-			ret = vt_kit_stream(k, qs[j], VT_OS_JOBS);
+		for (j = 0; j < VT_OS_QUEUES && !ret; j++) {
+			vgpu_mes_status(k->m, qs[j]->doorbell, &s);
+			before[j] = s.maps;
+			n = vt_gate(pk, VT_OS_VA_GATE + 4 * r, 1);
+			ret = vgpu_mq_alloc(t, qs[j], n);
+			if (!ret)
+				vgpu_mq_put(qs[j], pk, n);
+			ret = ret ?: vt_kit_stream(k, qs[j], VT_OS_JOBS);
+		}
+		ret = ret ?: vt_os_turns(k, qs, before, r, &max_mapped);
+		vgpu_bo_wr(gate, 4 * r, 1);
 		ret = ret ?: vt_wait_all(k, qs, VT_OS_QUEUES, &max_mapped);
 		if (!ret && !vt_kit_wait_mapped(k, 0, vt_mes_ms()))
 			ret = vt_reason(t, -ETIMEDOUT, "round %u: MES_MAPPED still %u %u ms after all work was done",
@@ -134,9 +180,9 @@ enum vt_res t_mes_oversubscribe(struct vt_case *t)
 		vt_note(t, "%u queues out of order or incomplete", bad);
 	vt_kit_check(k, !bad, names[i++], why);
 
-	snprintf(why, sizeof(why), "MES_MAPPED read %u at most, want 1..%u (its slots)", max_mapped,
-		 k->m->nslots);
-	vt_kit_check(k, max_mapped && max_mapped <= k->m->nslots, names[i++], why);
+	snprintf(why, sizeof(why), "MES_MAPPED read %u at most, want all %u slots in use and never more",
+		 max_mapped, k->m->nslots);
+	vt_kit_check(k, max_mapped == k->m->nslots, names[i++], why);
 
 	for (j = 0; j < VT_OS_QUEUES; j++) {
 		vgpu_mes_status(k->m, qs[j]->doorbell, &s);
