@@ -645,13 +645,12 @@ enum vt_res t_mes_vmid_oversubscribe(struct vt_case *t)
 	t0 = ktime_get();
 	deadline = jiffies + msecs_to_jiffies(2 * vt_mes_ms());
 	for (left = VT_VMID_PROCS; !ret && left && !time_after(jiffies, deadline);) {
-		for (j = 0, left = 0, mapped = 0, vmids = 0; j < VT_VMID_PROCS; j++) {
+		mapped = vgpu_rd(vg, VGPU_REG_MES_MAPPED);
+		for (j = 0, left = 0, vmids = 0; j < VT_VMID_PROCS; j++) {
 			vgpu_mes_status(k->m, qs[j]->doorbell, &s);
 			left += !s.maps;
-			if (VT_MQ_ST(s.st, MAPPED)) {
-				mapped++;
+			if (VT_MQ_ST(s.st, MAPPED))
 				vmids |= BIT(VT_MQ_ST(s.st, VMID));
-			}
 		}
 		max_mapped = max(max_mapped, mapped);
 		seen |= vmids;
@@ -659,7 +658,7 @@ enum vt_res t_mes_vmid_oversubscribe(struct vt_case *t)
 	}
 	for (j = 0, bad = 0; j < VT_VMID_PROCS; j++)
 		bad += vgpu_mq_fence_read(qs[j]) != 0;
-	vt_note(t, "%u processes on %u VMIDs: %s after %lld ms with the gate closed; at most %u mapped at once, VMIDs %#x seen; %u UNMAP events with reason VMID",
+	vt_note(t, "%u processes on %u VMIDs: %s after %lld ms with the gate closed; MES_MAPPED at most %u, VMIDs %#x seen; %u UNMAP events with reason VMID",
 		VT_VMID_PROCS, hweight32(k->m->hw.vmid_mask),
 		left ? "not every queue was mapped" : "every queue was mapped",
 		ktime_ms_delta(ktime_get(), t0), max_mapped, seen,
