@@ -249,11 +249,13 @@ enum vt_res t_mes_priority(struct vt_case *t)
 {
 	static const char *const names[] = {
 		"idle_latency", "busy_all_slots", "loaded_latency", "preempted_by_priority",
-		"busy_complete",
+		"change_priority", "busy_complete",
 	};
 	const unsigned int nn = ARRAY_SIZE(names);
 	struct vgpu_mes_queue_opts o = { .priority = VGPU_MES_PRIORITY_HIGH };
-	u32 idle[VT_PRIO_SAMPLES], loaded[VT_PRIO_SAMPLES], pk[16], n, seq, log0, prio, nb;
+	u32 idle[VT_PRIO_SAMPLES], loaded[VT_PRIO_SAMPLES], medium[VT_PRIO_SAMPLES], pk[16], n;
+	u32 seq, log0, prio, nb;
+	struct vgpu_mq_status s;
 	struct vgpu_mes_queue *h = NULL, *busy[VT_KIT_QUEUES];
 	struct vgpu_mes_proc *pb = NULL, *ph = NULL;
 	struct vgpu_bo *gate = NULL, *d = NULL;
@@ -327,6 +329,20 @@ enum vt_res t_mes_priority(struct vt_case *t)
 		loaded[VT_PRIO_SAMPLES - 1],
 		vgpu_mes_log_tally(k->m, log0, VGPU_MES_EVT_PREEMPT, VGPU_MES_UNMAP_PRIORITY,
 				   VT_MES_ANY));
+
+	/* CHANGE_GANG_PRIORITY: down to MEDIUM, still above every busy queue: it preempts again. */
+	ret = vgpu_mes_change_priority(t, h, VGPU_MES_PRIORITY_MEDIUM);
+	vgpu_mes_status(k->m, h->doorbell, &s);
+	log0 = vgpu_mes_log_count(k->m);
+	ret = ret ?: vt_prio_samples(k, h, medium);
+	ok = vgpu_mes_log_find(k->m, log0, VGPU_MES_EVT_PREEMPT, VGPU_MES_UNMAP_PRIORITY,
+			       VT_MES_ANY, &e);
+	snprintf(why, sizeof(why), "%s; QUERY_STATUS.PRIORITY %u after the change (want MEDIUM %u), %s",
+		 ret ? t->err : "its jobs completed", VT_MQ_ST(s.st, PRIORITY),
+		 (u32)VGPU_MES_PRIORITY_MEDIUM,
+		 ok ? "a PREEMPT with reason PRIORITY since" : "no PREEMPT with reason PRIORITY since");
+	vt_kit_check(k, !ret && ok && VT_MQ_ST(s.st, PRIORITY) == VGPU_MES_PRIORITY_MEDIUM,
+		     names[i++], why);
 open:
 	/* The gate opens: every busy queue completes. */
 	vgpu_bo_wr(gate, 0, 1);
