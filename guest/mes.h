@@ -221,7 +221,6 @@ bool vgpu_mq_wait_status(struct vgpu_mes_queue *q, u32 mask, u32 want, unsigned 
 			 struct vgpu_mq_status *s);
 
 u32 vgpu_mq_aux(struct vgpu_mes_queue *q, u32 off);
-void vgpu_mq_aux_wr(struct vgpu_mes_queue *q, u32 off, u32 val);
 u64 vgpu_mq_aux_va(struct vgpu_mes_queue *q, u32 off);
 int vgpu_mq_alloc(struct vt_case *t, struct vgpu_mes_queue *q, u32 ndw);
 void vgpu_mq_put(struct vgpu_mes_queue *q, const u32 *p, unsigned int n);

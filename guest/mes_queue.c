@@ -299,11 +299,6 @@ u32 vgpu_mq_aux(struct vgpu_mes_queue *q, u32 off)
 	return vgpu_bo_rd(q->aux, off);
 }
 
-void vgpu_mq_aux_wr(struct vgpu_mes_queue *q, u32 off, u32 val)
-{
-	vgpu_bo_wr(q->aux, off, val);
-}
-
 /* The process address of an aux offset. */
 u64 vgpu_mq_aux_va(struct vgpu_mes_queue *q, u32 off)
 {
