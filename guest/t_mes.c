@@ -183,11 +183,14 @@ enum vt_res t_mes_bringup(struct vt_case *t)
 	vt_kit_snap(k);
 	ret = vgpu_mes_submit(t, k->m, f);
 	v = vgpu_rd(vg, VGPU_REG_MES_LAST_ERROR);
-	if (vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_MISC,
-			      VGPU_MES_ERR_UNKNOWN_OPCODE) &&
-	    FIELD_GET(VGPU_REG_MES_LAST_ERROR__SUB_MASK, v) != 0x7f)
-		vt_note(t, "MES_LAST_ERROR.SUB %u, the sub-opcode was 0x7f",
-			(u32)FIELD_GET(VGPU_REG_MES_LAST_ERROR__SUB_MASK, v));
+	if (ret == -EIO && FIELD_GET(VGPU_REG_MES_LAST_ERROR__SUB_MASK, v) != 0x7f) {
+		snprintf(why, sizeof(why), "MES_LAST_ERROR %#x: SUB %u, want the sub-opcode 0x7f", v,
+			 (u32)FIELD_GET(VGPU_REG_MES_LAST_ERROR__SUB_MASK, v));
+		vt_kit_check(k, false, names[i++], why);
+	} else {
+		vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_MISC,
+				  VGPU_MES_ERR_UNKNOWN_OPCODE);
+	}
 
 	ret = vgpu_mes_stop(t, k->m);
 	st = vgpu_rd(vg, VGPU_REG_MES_STATUS);
@@ -462,10 +465,15 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 		bad.compute_mask[1] |= BIT(kq);
 		vt_kit_snap(k);
 		ret = vgpu_mes_set_hw_resources(t, k->m, &bad);
-		if (vt_kit_expect_err(k, names[i], ret, VGPU_MES_SCH_API_SET_HW_RSRC,
-				      VGPU_MES_ERR_BAD_MASK) && vgpu_ring_test(t, r, false))
-			vt_note(t, "slot %u: the kernel ring failed its ring test afterwards: %s", ks,
-				t->err);
+		/* The kernel's ring still works: MES did not take its slot. */
+		if (ret == -EIO && vgpu_ring_test(t, r, false)) {
+			snprintf(why, sizeof(why), "slot %u: the kernel ring failed its ring test after the refused frame: %s",
+				 ks, t->err);
+			vt_kit_check(k, false, names[i], why);
+		} else {
+			vt_kit_expect_err(k, names[i], ret, VGPU_MES_SCH_API_SET_HW_RSRC,
+					  VGPU_MES_ERR_BAD_MASK);
+		}
 		i++;
 		vgpu_ring_destroy(t, r);
 	}
