@@ -6,6 +6,8 @@
  *    VA starting at 0), every table one coherent DMA page that the device walks by its DMA
  *    address (PDE_SYSTEM). Leaves map 4 KiB pages; PDE-as-PTE entries map 2 MiB (PDB0) and
  *    1 GiB (PDB1) huge pages, as amdgpu's PDE0-as-PTE does.
+ *  - Tables can be built bound to no VMID (vgpu_vm_alloc): the MES scheduler binds them to a
+ *    VMID of its choosing from the root PDE it is given (mes_queue.c).
  *  - The context registers (gfxhub_v3_0_setup_vmid_config), the PASID LUT
  *    (emit_pasid_mapping) and the invalidation engine handshake with the semaphore
  *    (gmc_v11_0_flush_vm_hub): take SEM, write REQ, poll ACK, release SEM.
