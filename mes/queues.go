@@ -48,6 +48,7 @@ const (
 type queue struct {
 	doorbell  uint32 // dword offset: its identity
 	gang      *gang
+	ctx       uint64 // its record in the gang context page (MES_CTX_*): one per queue of the gang
 	mqd       uint64
 	wptrAddr  uint64
 	unmapFlag uint64

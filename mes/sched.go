@@ -59,17 +59,22 @@ func (a *activation) events(now time.Time) {
 func (a *activation) pollShadows(now time.Time) {
 	found := false
 	for _, q := range a.t.order {
-		if q.occupies() || q.wptrAddr == 0 || q.state == qHalted {
+		if q.occupies() || q.state == qHalted {
 			continue
 		}
-		if err := a.read(q.wptrAddr, a.scratch[:]); err != nil {
-			if err == errRevoked {
-				return
+		// A queue without a wptr shadow: its doorbell is what MES can read (the doorbell
+		// page is memory too), so a doorbell the intercept did not pass on is still found.
+		w := q.lastDB.Load()
+		if q.wptrAddr != 0 {
+			if err := a.read(q.wptrAddr, a.scratch[:]); err != nil {
+				if err == errRevoked {
+					return
+				}
+				a.m.limiter.Warn(logKeyPoll, "mes: wptr shadow unreadable", "doorbell", q.doorbell, "addr", q.wptrAddr, "err", err)
+				continue
 			}
-			a.m.limiter.Warn(logKeyPoll, "mes: wptr shadow unreadable", "doorbell", q.doorbell, "addr", q.wptrAddr, "err", err)
-			continue
+			w = binary.LittleEndian.Uint64(a.scratch[:])
 		}
-		w := binary.LittleEndian.Uint64(a.scratch[:])
 		if w > q.wptr && w-q.rptr <= q.ringDwords() {
 			q.wptr = w
 			found = true
@@ -120,6 +125,7 @@ func (a *activation) observe(now time.Time) {
 			if q.state == qPreempting && !now.Before(q.preemptAt) {
 				a.hang(q, now)
 			}
+			q.publish() // MES_QUERY_* follow a running queue
 		case cp.Preempted:
 			a.leftSlot(q, img, q.preemptReason, now)
 		case cp.Halted:
