@@ -59,6 +59,9 @@ type activation struct {
 	slots    [numSlots]*queue // occupant of each slot
 	vmids    [16]*process     // holder of each VMID
 	pend     *pending         // the frame in progress (frames complete in order)
+	waitList []*queue         // queues waiting for a slot, in the order they started (sched.go)
+	rescan   bool             // a queue may have got work: the next pass scans every queue
+	lastScan time.Time
 	log      eventLog
 	pollWait time.Duration // current wptr-poll period (backs off)
 	nextPoll time.Time

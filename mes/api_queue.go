@@ -263,6 +263,7 @@ func (a *activation) resume(f *frame) *frameErr {
 			q.publish()
 		}
 	}
+	a.rescan = true
 	return nil
 }
 

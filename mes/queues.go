@@ -57,7 +57,8 @@ type queue struct {
 	state         qstate
 	slot          int
 	mappedAt      time.Time
-	waitSince     time.Time // when it became runnable while unmapped
+	waitSince     time.Time // when it started waiting for a slot (in activation.waitList)
+	inWait        bool      // in activation.waitList
 	idleSince     time.Time // mapped and idle since (zero: busy)
 	preemptReason uint32
 	preemptAt     time.Time // deadline of the preemption
