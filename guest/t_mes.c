@@ -240,6 +240,7 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 	char why[VT_WHY_LEN];
 	struct vgpu *vg = t->vg;
 	u32 pk[32], n, seq = 0, ue0, log0, rptr, gang;
+	unsigned long deadline;
 	u64 wait_at, w;
 	unsigned int i = 0;
 	bool ok;
@@ -295,11 +296,19 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 		vt_note(t, "EOP IV of db %#x: slot %u, VMID %u, PASID %#x", q->doorbell, u.slot,
 			u.vmid, u.pasid);
 
-	vgpu_mes_status(k->m, q->doorbell, &s);
+	/* The status follows the queue: its rptr reaches the wptr (mapped or after its unmap). */
+	deadline = jiffies + msecs_to_jiffies(vt_mes_ms());
+	for (;;) {
+		vgpu_mes_status(k->m, q->doorbell, &s);
+		if (s.rptr == q->wptr || time_after(jiffies, deadline))
+			break;
+		usleep_range(50, 100);
+	}
 	ok = vgpu_mes_log_find(k->m, log0, VGPU_MES_EVT_MAP, VT_MES_ANY, q->doorbell, &e);
-	snprintf(why, sizeof(why), "QUERY_MAPS %u (want >= 1), %s", s.maps,
+	snprintf(why, sizeof(why), "QUERY_MAPS %u (want >= 1), QUERY_RPTR %llu (want %llu in %u ms), %s",
+		 s.maps, s.rptr, q->wptr, vt_mes_ms(),
 		 ok ? "MAP event logged" : "no MAP event in the log");
-	if (vt_kit_check(k, s.maps >= 1 && ok && e.slot >= 1 &&
+	if (vt_kit_check(k, s.maps >= 1 && s.rptr == q->wptr && ok && e.slot >= 1 &&
 			 e.slot < k->cp->hqds && e.vmid, names[i++], why))
 		vt_note(t, "mapped into slot %u with VMID %u (PASID %#x)", e.slot, e.vmid, e.pasid);
 
