@@ -433,7 +433,8 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 {
 	static const char *const names[] = {
 		"kernel_slot_mask", "unknown_opcode", "bad_header_type", "bad_header_size",
-		"mqd_unreachable", "doorbell_outside_bar", "doorbell_mes_ring", "bad_priority",
+		"mqd_unreachable", "doorbell_outside_bar", "doorbell_mes_ring", "doorbell_odd",
+		"doorbell_aggregated", "doorbell_kernel_hqd", "bad_priority",
 		"bad_mqd", "bad_queue_type", "duplicate_queue", "remove_unknown", "still_works",
 	};
 	const unsigned int nn = ARRAY_SIZE(names);
@@ -484,7 +485,6 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 					  VGPU_MES_ERR_BAD_MASK);
 		}
 		i++;
-		vgpu_ring_destroy(t, r);
 	}
 
 	p = vt_kit_proc(k, 0x231);
@@ -539,6 +539,33 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 	vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_ADD_QUEUE,
 			  VGPU_MES_ERR_BAD_DOORBELL);
 
+	/* The high half of a 64-bit doorbell: no doorbell write could match it. */
+	vgpu_mes_add_frame(b, f);
+	f[VGPU_MES_ADD_QUEUE_DW_DOORBELL_OFFSET] = b->doorbell + 1;
+	vt_kit_snap(k);
+	ret = vgpu_mes_submit(t, k->m, f);
+	vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_ADD_QUEUE,
+			  VGPU_MES_ERR_BAD_DOORBELL);
+
+	vgpu_mes_add_frame(b, f);
+	f[VGPU_MES_ADD_QUEUE_DW_DOORBELL_OFFSET] = hw.agg[VGPU_MES_PRIORITY_NORMAL];
+	vt_kit_snap(k);
+	ret = vgpu_mes_submit(t, k->m, f);
+	vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_ADD_QUEUE,
+			  VGPU_MES_ERR_BAD_DOORBELL);
+
+	/* The doorbell of the kernel ring that is active on slot ks. */
+	if (r) {
+		vgpu_mes_add_frame(b, f);
+		f[VGPU_MES_ADD_QUEUE_DW_DOORBELL_OFFSET] = r->doorbell * (VGPU_DOORBELL_STRIDE / 4);
+		vt_kit_snap(k);
+		ret = vgpu_mes_submit(t, k->m, f);
+		vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_ADD_QUEUE,
+				  VGPU_MES_ERR_BAD_DOORBELL);
+	} else {
+		vt_check(t, false, names[i++], "no kernel ring on slot %u", ks);
+	}
+
 	vgpu_mes_add_frame(b, f);
 	f[VGPU_MES_ADD_QUEUE_DW_GANG_GLOBAL_PRIORITY_LEVEL] = VGPU_MES_PRIORITY_LEVELS;
 	vt_kit_snap(k);
@@ -592,6 +619,7 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 		     vgpu_rd(vg, VGPU_REG_MES_FRAME_ERRORS) == fe &&
 		     !vgpu_rd(vg, VGPU_REG_MES_QUEUES), names[i++], why);
 out:
+	vgpu_ring_destroy(t, r);
 	vt_kit_end(k);
 	return vt_cp_end(t, cp);
 }
