@@ -187,6 +187,15 @@ static bool vgpu_mes_fence_wait(struct vgpu_mes *m, u64 seq, unsigned int ms)
  */
 int vgpu_mes_submit(struct vt_case *t, struct vgpu_mes *m, u32 *f)
 {
+	return vgpu_mes_submit_skewed(t, m, f, 0);
+}
+
+/*
+ * The same with the frame's api_status fence address moved by skew bytes: a misaligned fence
+ * for the cases (0: vgpu_mes_submit).
+ */
+int vgpu_mes_submit_skewed(struct vt_case *t, struct vgpu_mes *m, u32 *f, u32 skew)
+{
 	u32 op = FIELD_GET(VGPU_MES_API_HEADER_OPCODE_MASK, f[0]);
 	u32 sd = vgpu_mes_status_dw(op);
 	u32 slot = VT_MES_WB_STATUS + 8 * (m->nstatus++ % VT_MES_STATUS_SLOTS);
@@ -206,7 +215,7 @@ int vgpu_mes_submit(struct vt_case *t, struct vgpu_mes *m, u32 *f)
 				 vgpu_mes_op_name(op), st);
 	}
 	vgpu_mes_wb64_wr(m, slot, 0);
-	vgpu_mes_put64(f, sd + VGPU_MES_API_STATUS_FENCE_ADDR, m->wb->gpu + slot);
+	vgpu_mes_put64(f, sd + VGPU_MES_API_STATUS_FENCE_ADDR, m->wb->gpu + slot + skew);
 	vgpu_mes_put64(f, sd + VGPU_MES_API_STATUS_FENCE_VALUE, 1);
 	vgpu_mes_frame(q, VGPU_MES_SCH_API_QUERY_SCHEDULER_STATUS);
 	vgpu_mes_put64(q, VGPU_MES_QUERY_DW_API_STATUS + VGPU_MES_API_STATUS_FENCE_ADDR,

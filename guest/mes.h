@@ -105,6 +105,7 @@ void vgpu_mes_describe(struct vgpu_mes *m, char *buf, size_t len);
 void vgpu_mes_frame(u32 *f, u32 opcode);
 void vgpu_mes_put64(u32 *f, u32 dw, u64 v);
 int vgpu_mes_submit(struct vt_case *t, struct vgpu_mes *m, u32 *f);
+int vgpu_mes_submit_skewed(struct vt_case *t, struct vgpu_mes *m, u32 *f, u32 skew);
 u64 vgpu_mes_wb64(struct vgpu_mes *m, u32 off);
 
 int vgpu_mes_set_hw_resources(struct vt_case *t, struct vgpu_mes *m,

@@ -266,10 +266,12 @@ enum vt_res t_mes_add_remove(struct vt_case *t)
 	ret = vgpu_mes_add(t, q);
 	vgpu_mes_status(k->m, q->doorbell, &s);
 	snprintf(why, sizeof(why),
-		 "%s; QUERY_STATUS %#x (want KNOWN, not MAPPED, NORMAL), MES_QUEUES %u, MES_PROCESSES %u (want 1, 1)",
+		 "%s; QUERY_STATUS %#x (want KNOWN, not MAPPED, NORMAL), MES_QUEUES %u, MES_PROCESSES %u (want 1, 1), MQD IS_QUEUE_UNMAP %u (want 1)",
 		 ret ? t->err : "added", s.st, vgpu_rd(vg, VGPU_REG_MES_QUEUES),
-		 vgpu_rd(vg, VGPU_REG_MES_PROCESSES));
+		 vgpu_rd(vg, VGPU_REG_MES_PROCESSES),
+		 vgpu_mq_mqd(q, VGPU_MES_MQD_DW_IS_QUEUE_UNMAP));
 	if (!vt_kit_check(k, !ret && VT_MQ_ST(s.st, KNOWN) && !VT_MQ_ST(s.st, MAPPED) &&
+			  vgpu_mq_mqd(q, VGPU_MES_MQD_DW_IS_QUEUE_UNMAP) == 1 &&
 			  VT_MQ_ST(s.st, PRIORITY) == VGPU_MES_PRIORITY_NORMAL &&
 			  vgpu_rd(vg, VGPU_REG_MES_QUEUES) == 1 &&
 			  vgpu_rd(vg, VGPU_REG_MES_PROCESSES) == 1, names[i++], why)) {
@@ -434,7 +436,7 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 	static const char *const names[] = {
 		"kernel_slot_mask", "unknown_opcode", "bad_header_type", "bad_header_size",
 		"mqd_unreachable", "doorbell_outside_bar", "doorbell_mes_ring", "doorbell_odd",
-		"doorbell_aggregated", "doorbell_kernel_hqd", "bad_priority",
+		"doorbell_aggregated", "doorbell_kernel_hqd", "misaligned_status", "bad_priority",
 		"bad_mqd", "bad_queue_type", "duplicate_queue", "remove_unknown", "still_works",
 	};
 	const unsigned int nn = ARRAY_SIZE(names);
@@ -442,6 +444,7 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 	struct vgpu_mes_hw hw, bad;
 	struct vgpu_ring *r = NULL;
 	struct vgpu_mes_proc *p = NULL;
+	struct vgpu_mq_status s;
 	struct vgpu_bo *d = NULL;
 	struct vt_mes_kit *k;
 	char why[VT_WHY_LEN];
@@ -564,6 +567,20 @@ enum vt_res t_mes_bad_frames(struct vt_case *t)
 				  VGPU_MES_ERR_BAD_DOORBELL);
 	} else {
 		vt_check(t, false, names[i++], "no kernel ring on slot %u", ks);
+	}
+
+	/* A good ADD_QUEUE whose api_status fence is misaligned: refused before it acts. */
+	vgpu_mes_add_frame(b, f);
+	vt_kit_snap(k);
+	ret = vgpu_mes_submit_skewed(t, k->m, f, 4);
+	vgpu_mes_status(k->m, b->doorbell, &s);
+	if (ret == -EIO && VT_MQ_ST(s.st, KNOWN)) {
+		snprintf(why, sizeof(why), "the frame failed, but the queue was added (QUERY_STATUS %#x)",
+			 s.st);
+		vt_kit_check(k, false, names[i++], why);
+	} else {
+		vt_kit_expect_err(k, names[i++], ret, VGPU_MES_SCH_API_ADD_QUEUE,
+				  VGPU_MES_ERR_BAD_ADDRESS);
 	}
 
 	vgpu_mes_add_frame(b, f);
