@@ -678,7 +678,7 @@ const (
 	REG_MES_MAPS = 0x4068
 	// REG_MES_UNMAPS RO. Unmaps since the scheduler started (each saved the queue's state).
 	REG_MES_UNMAPS = 0x406c
-	// REG_MES_UNMAPPED_DOORBELLS RO. Doorbell writes that reached the scheduler for a queue not mapped.
+	// REG_MES_UNMAPPED_DOORBELLS RO. Doorbell writes that reached the scheduler for a queue not mapped and gave it new work.
 	REG_MES_UNMAPPED_DOORBELLS = 0x4070
 	// REG_MES_PROCESSES RO. Processes known now (added queues' distinct process contexts).
 	REG_MES_PROCESSES = 0x4074
@@ -1402,7 +1402,7 @@ const (
 	MES_SET_HW_RSRC_DW_OSSSYS_BASE                   = 0x2a
 	MES_SET_HW_RSRC_DW_API_STATUS                    = 0x32
 	MES_SET_HW_RSRC_DW_FLAGS                         = 0x36
-	// MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER Period of the wptr poll of unmapped queues while oversubscribed, in µs (amdgpu sends 50); 0: no periodic poll.
+	// MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER Period of the wptr-shadow poll of unmapped queues, in µs (amdgpu sends 50); it doubles while nothing is found, up to 10 ms; 0: no periodic poll.
 	MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER        = 0x37
 	MES_SET_HW_RSRC_DW_DOORBELL_INFO                 = 0x38
 	MES_SET_HW_RSRC_DW_EVENT_INTR_HISTORY_GPU_MC_PTR = 0x3a
@@ -1644,7 +1644,7 @@ const (
 	MES_ERR_DUPLICATE_QUEUE = 0x7
 	// MES_ERR_NO_SUCH_QUEUE No added queue has that doorbell (or no gang that context).
 	MES_ERR_NO_SUCH_QUEUE = 0x8
-	// MES_ERR_QUEUE_HUNG REMOVE_QUEUE (or SUSPEND) of a queue marked hung: RESET it first.
+	// MES_ERR_QUEUE_HUNG REMOVE_QUEUE of a queue marked hung: RESET it first (a SUSPEND that finds one fails with PREEMPT_TIMEOUT).
 	MES_ERR_QUEUE_HUNG = 0x9
 	// MES_ERR_BAD_QUEUE_TYPE SDMA, AQL, or a GFX queue while slot 0 is not MES's.
 	MES_ERR_BAD_QUEUE_TYPE = 0xa
@@ -1749,7 +1749,7 @@ const (
 	// MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO In the process's VMID.
 	MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO = 0x8b
 	MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI = 0x8c
-	// MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO In the process's VMID: polled while mapped when CP_HQD_PQ_WPTR_POLL_CNTL... (vgpu: whenever non-zero).
+	// MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO Not used: while mapped the queue takes its wptr from its doorbell; while unmapped MES reads ADD_QUEUE's WPTR_ADDR.
 	MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO = 0x8d
 	MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_HI = 0x8e
 	// MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL As HQD_PQ_DOORBELL_CONTROL; MES sets DOORBELL_EN and ADD_QUEUE's offset.
@@ -1784,6 +1784,14 @@ const (
 	MES_MQD_IB_CONTROL_IB_SIZE_MASK         = 0xfffff
 	MES_MQD_IB_CONTROL_PROCESSING_IB__SHIFT = 0x1f
 	MES_MQD_IB_CONTROL_PROCESSING_IB_MASK   = 0x80000000
+	// MES_GFX_MQD_DW_CP_GFX_HQD_CNTL RB_BUFSZ [5:0]: ring = 2^(n+1) dwords, as QUEUE_SIZE.
+	MES_GFX_MQD_DW_CP_GFX_HQD_CNTL = 0x91
+	// MES_GFX_MQD_DW_CP_GFX_HQD_WPTR Saved: wptr (monotonic dwords), low 32 bits.
+	MES_GFX_MQD_DW_CP_GFX_HQD_WPTR    = 0x95
+	MES_GFX_MQD_DW_CP_GFX_HQD_WPTR_HI = 0x96
+	// MES_GFX_MQD_DW_FENCE_ADDRESS_LO The protected fence, in the process's VMID.
+	MES_GFX_MQD_DW_FENCE_ADDRESS_LO = 0x1fe
+	MES_GFX_MQD_DW_FENCE_ADDRESS_HI = 0x1ff
 	// MES_CTX_DW_MAGIC MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE).
 	MES_CTX_DW_MAGIC = 0x0
 	// MES_CTX_MAGIC "CSEM".
@@ -1803,6 +1811,11 @@ const (
 	MES_CTX_DW_PROGRESS_HI = 0x9
 	// MES_CTX_DW_FLAGS Bit 0: the interrupted WAIT_REG_MEM (OPERATION 1) already wrote its reference.
 	MES_CTX_DW_FLAGS = 0xa
+	// MES_CTX_DW_IB1_BASE_LO The IB1 in flight (also in a compute MQD's CP_HQD_IB_*; a graphics MQD has no such field).
+	MES_CTX_DW_IB1_BASE_LO = 0xb
+	MES_CTX_DW_IB1_BASE_HI = 0xc
+	MES_CTX_DW_IB1_SIZE    = 0xd
+	MES_CTX_DW_IB1_RPTR    = 0xe
 	// MES_CTX_DW_USER_DATA 16 dwords: COMPUTE_USER_DATA_0..15.
 	MES_CTX_DW_USER_DATA = 0x10
 	// MES_CTX_DW_PROTECTED_FENCE_LO The last value PROTECTED_FENCE_SIGNAL wrote.
@@ -1814,7 +1827,7 @@ const (
 	MES_CTX_DW_PREEMPTS = 0x2a
 	MES_CTX_DW_RPTR_LO  = 0x2b
 	MES_CTX_DW_RPTR_HI  = 0x2c
-	// MES_CTX_BYTES MES writes only the first 256 bytes of the page.
+	// MES_CTX_BYTES One record: queue i of a gang (in ADD_QUEUE order, reusing freed records) has its record at gang_context_addr + i*256; a gang has at most 8 queues, so MES writes only the first 2 KiB of the page.
 	MES_CTX_BYTES              = 0x100
 	PM4_PROTECTED_FENCE_DWORDS = 0x2
 	// IH_SRC_MES_ERROR A frame failed: DW4 MES_ERR_*, DW5 opcode, DW6 ring dword offset, DW7 doorbell (or 0).

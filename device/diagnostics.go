@@ -10,6 +10,7 @@ import (
 	"vgpu/cp"
 	"vgpu/dma"
 	"vgpu/irq"
+	"vgpu/mes"
 	"vgpu/ratelog"
 )
 
@@ -219,6 +220,8 @@ func (g gpuDiagnostics) render(r *report) {
 	}
 	r.line("L2_CONTROL maintenance", "%s, %d passes completed", state, l.Maintenance.Completed)
 
+	writeMES(r, &g.MES)
+
 	h := g.IH
 	r.section("ih (interrupt handler ring)")
 	r.line("entries", "%d written, %d pending", h.Entries, h.Pending)
@@ -226,6 +229,41 @@ func (g gpuDiagnostics) render(r *report) {
 	r.line("overflows", "%d", h.Overflows)
 	r.line("wptr write-back errors", "%d", h.WritebackErrors)
 	r.line("interrupts raised", "%d (%d pushes waited for room)", h.Raised, h.Stalls)
+}
+
+// writeMES is the scheduler's part: its state, its last failed frame, and every queue it
+// knows — so "my queue's work never completes" has an answer from the host side.
+func writeMES(r *report, s *mes.Stats) {
+	r.section("mes (scheduler)")
+	r.line("state", "%s, owns slots %#x", abi.NameOf("MES_STATE_", uint64(s.State)), s.Owned)
+	r.line("frames", "%d completed, %d failed (last: %s in %s)", s.Frames, s.FrameErrors,
+		abi.NameOf("MES_ERR_", uint64(s.LastError&abi.REG_MES_LAST_ERROR__REASON_MASK)),
+		abi.NameOf("MES_SCH_API_", uint64(s.LastError&abi.REG_MES_LAST_ERROR__OPCODE_MASK>>abi.REG_MES_LAST_ERROR__OPCODE__SHIFT)))
+	r.line("placement", "%d maps, %d unmaps, %d doorbells of unmapped queues; %d processes",
+		s.Maps, s.Unmaps, s.UnmappedDoorbells, s.Processes)
+	for i, q := range s.Queues {
+		if i == 32 {
+			r.sub("... %d more queues", len(s.Queues)-i)
+			break
+		}
+		st := q.Status
+		where := "unmapped"
+		if st&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 {
+			where = fmt.Sprintf("slot %d", st&abi.REG_MES_QUERY_STATUS__SLOT_MASK>>abi.REG_MES_QUERY_STATUS__SLOT__SHIFT)
+		}
+		for _, f := range []struct {
+			bit  uint32
+			name string
+		}{{abi.REG_MES_QUERY_STATUS__HUNG_MASK, "HUNG"}, {abi.REG_MES_QUERY_STATUS__SUSPENDED_MASK, "suspended"},
+			{abi.REG_MES_QUERY_STATUS__HAS_WORK_MASK, "has work"}} {
+			if st&f.bit != 0 {
+				where += ", " + f.name
+			}
+		}
+		r.sub("doorbell %#x: %s, %s, VMID %d, %d maps, %d preemptions, rptr %d", q.Doorbell, where,
+			abi.NameOf("MES_PRIORITY_", uint64(st&abi.REG_MES_QUERY_STATUS__PRIORITY_MASK>>abi.REG_MES_QUERY_STATUS__PRIORITY__SHIFT)),
+			st&abi.REG_MES_QUERY_STATUS__VMID_MASK>>abi.REG_MES_QUERY_STATUS__VMID__SHIFT, q.Maps, q.Preempts, q.Rptr)
+	}
 }
 
 // engineNames renders a CP_ENGINE_RESET mask.

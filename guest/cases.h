@@ -48,4 +48,21 @@ enum vt_res t_invalidate_packet(struct vt_case *t);
 enum vt_res t_retry_fault(struct vt_case *t);
 enum vt_res t_fault_storm(struct vt_case *t);
 
+/* t_mes.c */
+enum vt_res t_mes_bringup(struct vt_case *t);
+enum vt_res t_mes_add_remove(struct vt_case *t);
+enum vt_res t_mes_bad_frames(struct vt_case *t);
+enum vt_res t_mes_unmapped_doorbell(struct vt_case *t);
+enum vt_res t_protected_fence(struct vt_case *t);
+
+/* t_mes_sched.c */
+enum vt_res t_mes_oversubscribe(struct vt_case *t);
+enum vt_res t_mes_priority(struct vt_case *t);
+enum vt_res t_mes_fairness(struct vt_case *t);
+enum vt_res t_mes_suspend_resume(struct vt_case *t);
+enum vt_res t_mes_vmid_oversubscribe(struct vt_case *t);
+
+/* t_mes_hang.c */
+enum vt_res t_mes_hang(struct vt_case *t);
+
 #endif /* VT_CASES_H */

@@ -299,6 +299,9 @@ void vgpu_cp_stop(struct vgpu *vg)
 
 	if (!cp)
 		return;
+	/* A scheduler a case left running halts first: its slots return to the kernel. */
+	if (vgpu_rd(vg, VGPU_REG_MES_RING_ACTIVE) & 1)
+		vgpu_wr(vg, VGPU_REG_MES_RING_ACTIVE, 0);
 	for (s = 0; s < cp->hqds; s++) {
 		if (cp->rings[s])
 			vgpu_ring_destroy(NULL, cp->rings[s]);

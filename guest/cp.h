@@ -122,6 +122,31 @@ struct vgpu_ih_soft {
 	struct work_struct work;
 };
 
+/*
+ * An end-of-pipe IV of a user queue (one MES maps: work in a process VMID, or on a slot no
+ * kernel ring uses). Such a queue moves between slots, so these are kept in one log, not per slot.
+ */
+struct vgpu_ih_ueop {
+	u32 ctxid;		/* DW4: INT_CTXID, or the doorbell offset (PROTECTED_FENCE_SIGNAL) */
+	u16 pasid;		/* DW3 */
+	u8 vmid;		/* DW0 */
+	u8 slot;		/* from the ring id */
+	ktime_t time;
+};
+
+#define VT_IH_UEOPS		256
+
+/* The scheduler's IVs (MES_ERROR, MES_QUEUE_HUNG) and the user queues' EOP IVs. */
+struct vgpu_ih_mes {
+	u32 errors;		/* IH_SRC_MES_ERROR IVs */
+	u32 err_data[4];	/* ... the last one's DW4..7: reason, opcode, ring offset, doorbell */
+	u32 hung;		/* IH_SRC_MES_QUEUE_HUNG IVs */
+	u32 hung_data[4];	/* ... the last one's DW4..7: doorbell, slot, rptr lo, hi */
+	u16 hung_pasid;
+	u32 ueops;		/* user-queue EOP IVs; the last VT_IH_UEOPS are in ueop[n % ...] */
+	struct vgpu_ih_ueop ueop[VT_IH_UEOPS];
+};
+
 struct vgpu_ih {
 	spinlock_t lock;	/* the ring state below; taken by the vector's handler */
 	bool enabled;
@@ -140,6 +165,7 @@ struct vgpu_ih {
 	struct vgpu_ih_vmid vm[VGPU_VM_CONTEXTS];
 	struct vgpu_ih_soft soft;
 	struct vgpu_ih_slot slot[VGPU_BLOCK_HQD_COUNT];
+	struct vgpu_ih_mes mes;
 };
 
 struct vgpu_vm;
@@ -238,6 +264,11 @@ void vgpu_ih_vmid_get(struct vgpu_cp *cp, unsigned int vmid, struct vgpu_ih_vmid
 void vgpu_ih_vmid_reset(struct vgpu_cp *cp, unsigned int vmid);
 void vgpu_ih_cam_acked(struct vgpu_cp *cp, u32 cam);
 void vgpu_ih_soft_flush(struct vgpu_cp *cp);
+void vgpu_ih_mes_counts(struct vgpu_cp *cp, u32 *errors, u32 *hung, u32 *ueops);
+void vgpu_ih_mes_last(struct vgpu_cp *cp, u32 *err_data, u32 *hung_data, u16 *hung_pasid);
+bool vgpu_ih_ueop_find(struct vgpu_cp *cp, u32 from, u32 ctxid, u16 pasid,
+		       struct vgpu_ih_ueop *out);
+u32 vgpu_ih_pasid_faults(struct vgpu_cp *cp, u16 pasid, struct vgpu_vm_fault *last);
 
 /* ---- ring.c: HQD rings, submission, fences ---- */
 

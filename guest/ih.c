@@ -133,6 +133,30 @@ static void vgpu_ih_decode(struct vgpu_cp *cp, const __le32 *e, ktime_t now)
 		vgpu_ih_vm_fault(cp, dw0, le32_to_cpu(e[3]), data, now);
 		return;
 	}
+	if (client == VGPU_IH_CLIENT_GRBM_CP && src == VGPU_IH_SRC_MES_ERROR) {
+		ih->mes.errors++;
+		memcpy(ih->mes.err_data, data, sizeof(data));
+		return;
+	}
+	if (client == VGPU_IH_CLIENT_GRBM_CP && src == VGPU_IH_SRC_MES_QUEUE_HUNG) {
+		ih->mes.hung++;
+		memcpy(ih->mes.hung_data, data, sizeof(data));
+		ih->mes.hung_pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
+		return;
+	}
+	/* A user queue's (MES maps it onto any of its slots): into the one log. */
+	if (client == VGPU_IH_CLIENT_GRBM_CP && src == VGPU_IH_SRC_CP_EOP &&
+	    (FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0) || slot < 0 || !READ_ONCE(cp->rings[slot]))) {
+		struct vgpu_ih_ueop *u = &ih->mes.ueop[ih->mes.ueops++ % VT_IH_UEOPS];
+
+		u->ctxid = data[0];
+		u->pasid = FIELD_GET(VGPU_IH_DW3_PASID_MASK, le32_to_cpu(e[3]));
+		u->vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0);
+		u->slot = slot < 0 ? 0xff : slot;
+		u->time = now;
+		if (slot < 0)
+			return;
+	}
 	if (client != VGPU_IH_CLIENT_GRBM_CP || slot < 0)
 		goto unknown;
 	s = &ih->slot[slot];
@@ -324,4 +348,85 @@ void vgpu_ih_cam_acked(struct vgpu_cp *cp, u32 cam)
 void vgpu_ih_soft_flush(struct vgpu_cp *cp)
 {
 	flush_work(&cp->ih.soft.work);
+}
+
+/* How many MES error, hung-queue and user-queue EOP IVs the handler has decoded. */
+void vgpu_ih_mes_counts(struct vgpu_cp *cp, u32 *errors, u32 *hung, u32 *ueops)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	if (errors)
+		*errors = cp->ih.mes.errors;
+	if (hung)
+		*hung = cp->ih.mes.hung;
+	if (ueops)
+		*ueops = cp->ih.mes.ueops;
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+/* The data dwords of the last MES error IV and the last hung-queue IV (4 each). */
+void vgpu_ih_mes_last(struct vgpu_cp *cp, u32 *err_data, u32 *hung_data, u16 *hung_pasid)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	if (err_data)
+		memcpy(err_data, cp->ih.mes.err_data, sizeof(cp->ih.mes.err_data));
+	if (hung_data)
+		memcpy(hung_data, cp->ih.mes.hung_data, sizeof(cp->ih.mes.hung_data));
+	if (hung_pasid)
+		*hung_pasid = cp->ih.mes.hung_pasid;
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+}
+
+/*
+ * Finds a user-queue EOP IV numbered from or later (still in the log) with DW4 ctxid and
+ * PASID pasid; out gets it.
+ */
+bool vgpu_ih_ueop_find(struct vgpu_cp *cp, u32 from, u32 ctxid, u16 pasid,
+		       struct vgpu_ih_ueop *out)
+{
+	struct vgpu_ih_mes *m = &cp->ih.mes;
+	unsigned long flags;
+	bool found = false;
+	u32 n;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	if (m->ueops - from > VT_IH_UEOPS)
+		from = m->ueops - VT_IH_UEOPS;
+	for (n = from; n != m->ueops && !found; n++) {
+		const struct vgpu_ih_ueop *u = &m->ueop[n % VT_IH_UEOPS];
+
+		if (u->ctxid == ctxid && u->pasid == pasid) {
+			*out = *u;
+			found = true;
+		}
+	}
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+	return found;
+}
+
+/*
+ * VM-fault IVs of a PASID, whichever VMID the scheduler gave it (counted from the VMIDs whose
+ * last fault names the PASID); last gets the latest of them.
+ */
+u32 vgpu_ih_pasid_faults(struct vgpu_cp *cp, u16 pasid, struct vgpu_vm_fault *last)
+{
+	unsigned long flags;
+	unsigned int v;
+	u32 n = 0;
+
+	spin_lock_irqsave(&cp->ih.lock, flags);
+	for (v = 1; v < VGPU_VM_CONTEXTS; v++) {
+		const struct vgpu_ih_vmid *r = &cp->ih.vm[v];
+
+		if (!r->faults || r->last.pasid != pasid)
+			continue;
+		if (last && (!n || ktime_after(r->last.time, last->time)))
+			*last = r->last;
+		n += r->faults;
+	}
+	spin_unlock_irqrestore(&cp->ih.lock, flags);
+	return n;
 }

@@ -87,6 +87,17 @@ static const struct vt_def {
 	{ "fault_storm", t_fault_storm },
 	{ "no_retry", t_no_retry },
 	{ "prt", t_prt },
+	{ "mes_bringup", t_mes_bringup },
+	{ "mes_add_remove", t_mes_add_remove },
+	{ "mes_oversubscribe", t_mes_oversubscribe },
+	{ "mes_priority", t_mes_priority },
+	{ "mes_fairness", t_mes_fairness },
+	{ "mes_unmapped_doorbell", t_mes_unmapped_doorbell },
+	{ "mes_suspend_resume", t_mes_suspend_resume },
+	{ "mes_hang", t_mes_hang },
+	{ "mes_bad_frames", t_mes_bad_frames },
+	{ "mes_vmid_oversubscribe", t_mes_vmid_oversubscribe },
+	{ "protected_fence", t_protected_fence },
 };
 
 /*

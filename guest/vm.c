@@ -272,7 +272,8 @@ int vgpu_vm_flush(struct vt_case *t, struct vgpu_vm *vm)
 	return vgpu_vm_flush_engine(t, vm->cp, VT_VM_ENGINE, BIT(vm->vmid));
 }
 
-static u32 vgpu_vm_cntl(u32 policy)
+/* The CONTEXT_CNTL value of a context with the fault policy given (4 levels, 4 KiB PTBs). */
+u32 vgpu_vm_cntl(u32 policy)
 {
 	return VGPU_REG_VM_CONTEXT_CNTL__ENABLE_CONTEXT_MASK |
 	       FIELD_PREP(VGPU_REG_VM_CONTEXT_CNTL__PAGE_TABLE_DEPTH_MASK, VT_VM_DEPTH) |
@@ -296,6 +297,50 @@ void vgpu_vm_set_resolver(struct vgpu_vm *vm, vgpu_vm_resolve_fn fn, void *arg)
 }
 
 /*
+ * The page tables of a process address space with PASID pasid, bound to no VMID (vm->vmid 0):
+ * an empty root directory. A scheduler (MES) binds it, given the root PDE, when one of the
+ * process's queues is mapped; vgpu_vm_create binds it to a fixed VMID.
+ */
+struct vgpu_vm *vgpu_vm_alloc(struct vt_case *t, struct vgpu_cp *cp, u16 pasid)
+{
+	struct vgpu_vm *vm;
+
+	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
+	if (!vm) {
+		vt_reason(t, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	vm->cp = cp;
+	vm->pasid = pasid;
+	mutex_init(&vm->lock);
+	vm->root = vgpu_pt_alloc(vm);
+	if (!vm->root) {
+		vt_reason(t, -ENOMEM, "no page for the root directory (or its DMA address does not fit a PDE)");
+		kfree(vm);
+		return NULL;
+	}
+	return vm;
+}
+
+/*
+ * Frees the tables of a VM that no VMID uses any more (unbound, or its context disabled and
+ * invalidated). While the CP is wedged (a queue did not stop) they are leaked, as the rest of
+ * the CP memory is.
+ */
+void vgpu_vm_free(struct vgpu_vm *vm)
+{
+	if (!vm)
+		return;
+	if (vm->cp->wedged) {
+		dev_warn(&vm->cp->vg->pdev->dev, "PASID %#x: leaking %u page tables a queue that did not stop may walk\n",
+			 vm->pasid, vm->tables);
+		return;
+	}
+	vgpu_pt_free(vm, vm->root);
+	kfree(vm);
+}
+
+/*
  * A process address space in vmid with PASID pasid: an empty root directory, the context
  * programmed as gfxhub_v3_0_setup_vmid_config does (range 0..2^48, 4 levels, 4 KiB PTBs) with
  * the fault policy given, the PASID in the LUT, and the VMID's TLB invalidated.
@@ -310,21 +355,10 @@ struct vgpu_vm *vgpu_vm_create(struct vt_case *t, struct vgpu_cp *cp, unsigned i
 		vt_reason(t, -EBUSY, "VMID %u is not a free process VMID", vmid);
 		return NULL;
 	}
-	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
-	if (!vm) {
-		vt_reason(t, -ENOMEM, "out of memory");
+	vm = vgpu_vm_alloc(t, cp, pasid);
+	if (!vm)
 		return NULL;
-	}
-	vm->cp = cp;
 	vm->vmid = vmid;
-	vm->pasid = pasid;
-	mutex_init(&vm->lock);
-	vm->root = vgpu_pt_alloc(vm);
-	if (!vm->root) {
-		vt_reason(t, -ENOMEM, "no page for the root directory (or its DMA address does not fit a PDE)");
-		kfree(vm);
-		return NULL;
-	}
 	vgpu_ih_vmid_reset(cp, vmid);
 	vgpu_wr(vg, VGPU_REG_VM_PASID_LUT_0 + 4 * vmid, pasid);
 	vgpu_wr(vg, VGPU_VM_CONTEXT_REG(vmid, VGPU_REG_VM_CONTEXT_CNTL), 0);
@@ -347,8 +381,7 @@ struct vgpu_vm *vgpu_vm_create(struct vt_case *t, struct vgpu_cp *cp, unsigned i
 
 /*
  * Disables the context, invalidates its TLB, clears its PASID and frees the tables. The
- * queues that used the VMID must be stopped first. While the CP is wedged (a queue did not
- * stop) the tables are leaked, as the rest of the CP memory is.
+ * queues that used the VMID must be stopped first.
  */
 void vgpu_vm_destroy(struct vt_case *t, struct vgpu_vm *vm)
 {
@@ -367,13 +400,7 @@ void vgpu_vm_destroy(struct vt_case *t, struct vgpu_vm *vm)
 	WRITE_ONCE(cp->vms[vm->vmid], NULL);
 	/* A fault work item that already found this VM finishes before it goes. */
 	vgpu_ih_soft_flush(cp);
-	if (cp->wedged) {
-		dev_warn(&vg->pdev->dev, "VMID %u: leaking %u page tables a queue that did not stop may walk\n",
-			 vm->vmid, vm->tables);
-		return;
-	}
-	vgpu_pt_free(vm, vm->root);
-	kfree(vm);
+	vgpu_vm_free(vm);
 }
 
 /*

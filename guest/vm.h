@@ -6,6 +6,8 @@
  *    VA starting at 0), every table one coherent DMA page that the device walks by its DMA
  *    address (PDE_SYSTEM). Leaves map 4 KiB pages; PDE-as-PTE entries map 2 MiB (PDB0) and
  *    1 GiB (PDB1) huge pages, as amdgpu's PDE0-as-PTE does.
+ *  - Tables can be built bound to no VMID (vgpu_vm_alloc): the MES scheduler binds them to a
+ *    VMID of its choosing from the root PDE it is given (mes_queue.c).
  *  - The context registers (gfxhub_v3_0_setup_vmid_config), the PASID LUT
  *    (emit_pasid_mapping) and the invalidation engine handshake with the semaphore
  *    (gmc_v11_0_flush_vm_hub): take SEM, write REQ, poll ACK, release SEM.
@@ -102,7 +104,7 @@ struct vgpu_vm_retry_stats {
 
 struct vgpu_vm {
 	struct vgpu_cp *cp;
-	unsigned int vmid;
+	unsigned int vmid;	/* 0: bound to no VMID by the driver (vgpu_vm_alloc) */
 	u16 pasid;
 	u32 cntl;		/* CONTEXT_CNTL while enabled */
 	struct mutex lock;	/* the tables, against the fault work item */
@@ -116,6 +118,9 @@ struct vgpu_vm {
 struct vgpu_vm *vgpu_vm_create(struct vt_case *t, struct vgpu_cp *cp, unsigned int vmid,
 			       u16 pasid, u32 policy);
 void vgpu_vm_destroy(struct vt_case *t, struct vgpu_vm *vm);
+struct vgpu_vm *vgpu_vm_alloc(struct vt_case *t, struct vgpu_cp *cp, u16 pasid);
+void vgpu_vm_free(struct vgpu_vm *vm);
+u32 vgpu_vm_cntl(u32 policy);
 int vgpu_vm_set_policy(struct vt_case *t, struct vgpu_vm *vm, u32 policy);
 void vgpu_vm_set_resolver(struct vgpu_vm *vm, vgpu_vm_resolve_fn fn, void *arg);
 u64 vgpu_vm_root_pde(struct vgpu_vm *vm);

@@ -59,6 +59,9 @@ type activation struct {
 	slots    [numSlots]*queue // occupant of each slot
 	vmids    [16]*process     // holder of each VMID
 	pend     *pending         // the frame in progress (frames complete in order)
+	waitList []*queue         // queues waiting for a slot, in the order they started (sched.go)
+	rescan   bool             // a queue may have got work: the next pass scans every queue
+	lastScan time.Time
 	log      eventLog
 	pollWait time.Duration // current wptr-poll period (backs off)
 	nextPoll time.Time
@@ -70,7 +73,7 @@ type activation struct {
 
 func newActivation(m *MES, rc ringConfig) *activation {
 	a := &activation{m: m, ring: rc, start: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1),
-		cfg: defaultSchedConfig(), t: newTable()}
+		cfg: defaultSchedConfig(), t: newTable(), mqdBuf: make([]byte, hqdBytes)}
 	a.size = uint64(1) << (min(rc.sizeField, 30) + 1)
 	a.wptr.Store(rc.wptr)
 	empty := map[uint32]*queue{}
@@ -229,6 +232,10 @@ func (a *activation) checkRing() uint32 {
 func (a *activation) haltRing(reason uint32, why string) {
 	a.m.limiter.Warn(logKeyRing, "mes: API ring halted", "error", abi.NameOf("MES_ERR_", uint64(reason)), "why", why)
 	a.m.halted(a, reason)
+	pos := a.rptr.Load()
+	a.event(abi.MES_EVT_FRAME_ERROR, reason, noSlot, 0, 0xFF, pos, 0)
+	a.push(engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_MES_ERROR,
+		Data: [4]uint32{reason, 0xFF, uint32(pos % a.size), 0}})
 	a.m.slotMu.Lock()
 	a.revoked.Store(true)
 	a.m.slotMu.Unlock()

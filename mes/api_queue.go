@@ -13,6 +13,8 @@ func (a *activation) checkDoorbell(dword uint32) string {
 	switch {
 	case int(dword) >= 2*a.m.cfg.Doorbells:
 		return "outside the doorbell BAR"
+	case dword%2 != 0:
+		return "not a 64-bit doorbell (an odd dword offset)"
 	case a.ring.doorbell&abi.REG_MES_RING_DOORBELL__EN_MASK != 0 &&
 		dword == a.ring.doorbell&abi.REG_MES_RING_DOORBELL__OFFSET_MASK>>abi.REG_MES_RING_DOORBELL__OFFSET__SHIFT:
 		return "the MES ring's own doorbell"
@@ -68,14 +70,23 @@ func (a *activation) addQueue(f *frame, now time.Time) *frameErr {
 		return fail(abi.MES_ERR_BAD_FIELD, "gang %#x has MAX_QUEUES_IN_A_GANG (8) queues", aq.gangCtx)
 	}
 	q := &queue{doorbell: aq.doorbell, mqd: aq.mqd, wptrAddr: aq.wptr, unmapFlag: aq.unmapFlag, qtype: aq.queueType, slot: -1}
+	q.ctx = aq.gangCtx + uint64(freeCtxIndex(g))*abi.MES_CTX_BYTES
 	if err := a.loadMQD(q); err != nil {
 		return err
 	}
-	// The gang context is MES's page: clear what vgpu keeps there (a stale state must never be
+	// The gang context is MES's page: clear this queue's record (a stale state must never be
 	// taken for this queue's).
-	if err := a.write(aq.gangCtx, make([]byte, abi.MES_CTX_BYTES)); err != nil {
+	if err := a.write(q.ctx, make([]byte, abi.MES_CTX_BYTES)); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "gang_context_addr %#x: %v", aq.gangCtx, err)
 	}
+	// The MQD as MES keeps it: the doorbell enabled at the offset ADD_QUEUE gave, and the
+	// queue unmapped (IS_QUEUE_UNMAP, the unmap flag) until it first runs.
+	var dbc [4]byte
+	binary.LittleEndian.PutUint32(dbc[:], q.img.DoorbellControl)
+	if err := a.write(q.mqd+q.layout().doorbell*4, dbc[:]); err != nil {
+		return fail(abi.MES_ERR_BAD_ADDRESS, "mqd_addr %#x: %v", q.mqd, err)
+	}
+	a.writeFlags(q, 1)
 	if aq.wptr != 0 {
 		if err := a.read(aq.wptr, a.scratch[:]); err != nil {
 			return fail(abi.MES_ERR_BAD_ADDRESS, "wptr_addr %#x: %v", aq.wptr, err)
@@ -148,9 +159,27 @@ func (a *activation) removeQueue(f *frame, pos uint64, now time.Time) *frameErr 
 	})
 }
 
+// freeCtxIndex is the first record of g's context page no queue of g uses.
+func freeCtxIndex(g *gang) int {
+	if g == nil {
+		return 0
+	}
+	for i := 0; ; i++ {
+		used := false
+		for _, q := range g.queues {
+			if q.ctx == g.ctxAddr+uint64(i)*abi.MES_CTX_BYTES {
+				used = true
+			}
+		}
+		if !used {
+			return i
+		}
+	}
+}
+
 // dropQueue forgets an unmapped queue (REMOVE_QUEUE).
 func (a *activation) dropQueue(q *queue) {
-	_ = a.write(q.gang.ctxAddr, make([]byte, 4)) // MES_CTX_DW_MAGIC = 0: nothing to continue
+	_ = a.write(q.ctx, make([]byte, 4)) // MES_CTX_DW_MAGIC = 0: nothing to continue
 	q.status.Store(0)
 	if p := a.t.remove(q); p != nil && p.vmid != 0 {
 		a.vmids[p.vmid] = nil
@@ -234,6 +263,7 @@ func (a *activation) resume(f *frame) *frameErr {
 			q.publish()
 		}
 	}
+	a.rescan = true
 	return nil
 }
 
@@ -266,6 +296,9 @@ func (a *activation) reset(f *frame, pos uint64, now time.Time) *frameErr {
 // scheduler finishes each reset when its slot reports it stopped (observe).
 func (a *activation) resetQueues(qs []*queue) {
 	for _, q := range qs {
+		if q.state == qHung {
+			a.nHung.Add(^uint32(0))
+		}
 		if q.occupies() {
 			q.state = qPreempting
 			q.preemptReason = abi.MES_UNMAP_RESET
@@ -327,16 +360,19 @@ func (a *activation) detect(f *frame, pos uint64, now time.Time, thenReset bool)
 					hung = append(hung, q)
 				}
 			}
-			b := make([]byte, 8*abi.MES_RESET_DW_HUNG_DB_ENTRIES)
-			for i := range 2 * abi.MES_RESET_DW_HUNG_DB_ENTRIES {
-				binary.LittleEndian.PutUint32(b[4*i:], abi.MES_HUNG_DB_INVALID)
-			}
+			// Only the hung queues' entries are written: the others keep what the driver put
+			// there (MES_HUNG_DB_INVALID).
 			for i, q := range hung {
-				binary.LittleEndian.PutUint32(b[4*i:], q.doorbell)
-				binary.LittleEndian.PutUint32(b[4*(abi.MES_RESET_DW_HUNG_DB_ENTRIES+i):], uint32(q.slot))
-			}
-			if err := a.write(arr, b); err != nil {
-				return fail(abi.MES_ERR_BAD_ADDRESS, "doorbell_offset_addr %#x: %v", arr, err)
+				var b [4]byte
+				binary.LittleEndian.PutUint32(b[:], q.doorbell)
+				err := a.write(arr+4*uint64(i), b[:])
+				if err == nil {
+					binary.LittleEndian.PutUint32(b[:], uint32(q.slot))
+					err = a.write(arr+4*uint64(abi.MES_RESET_DW_HUNG_DB_ENTRIES+i), b[:])
+				}
+				if err != nil {
+					return fail(abi.MES_ERR_BAD_ADDRESS, "doorbell_offset_addr %#x: %v", arr, err)
+				}
 			}
 			if !thenReset || len(hung) == 0 {
 				return nil

@@ -151,10 +151,15 @@ func (m *MES) ReadReg(off uint32) uint32 {
 	q := m.queryDB
 	state, herr := m.lastState, m.lastErr
 	m.mu.Unlock()
+	if off+abi.BLOCK_MES_BASE == abi.REG_MES_STATUS {
+		v := state<<abi.REG_MES_STATUS__STATE__SHIFT | herr<<abi.REG_MES_STATUS__ERROR__SHIFT
+		if a != nil && m.ownedMask.Load() != 0 {
+			v |= abi.REG_MES_STATUS__HW_RESOURCES_MASK
+		}
+		return v
+	}
 	if a == nil {
 		switch off + abi.BLOCK_MES_BASE {
-		case abi.REG_MES_STATUS:
-			return state<<abi.REG_MES_STATUS__STATE__SHIFT | herr<<abi.REG_MES_STATUS__ERROR__SHIFT
 		case abi.REG_MES_RING_WPTR_LO:
 			return m.wptrLo
 		case abi.REG_MES_RING_WPTR_HI:

@@ -19,6 +19,11 @@ func TestBringupAndAddRemove(t *testing.T) {
 	if s := q.status(); s&abi.REG_MES_QUERY_STATUS__KNOWN_MASK == 0 || s&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 {
 		t.Fatalf("status after ADD_QUEUE %#x: want known, unmapped", s)
 	}
+	if r.mem.Load32(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4) != 1 ||
+		r.mem.Load32(q.mqd+abi.MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL*4) != q.db<<2|abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK {
+		t.Errorf("MQD after ADD_QUEUE: IS_QUEUE_UNMAP %d, DOORBELL_CONTROL %#x", r.mem.Load32(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4),
+			r.mem.Load32(q.mqd+abi.MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL*4))
+	}
 	for i := uint32(0); i < 10; i++ {
 		q.job(i)
 	}
@@ -154,8 +159,8 @@ func TestHangDetectAndReset(t *testing.T) {
 	rst := newFrame(abi.MES_SCH_API_RESET).set(abi.MES_RESET_DW_FLAGS, abi.MES_RESET_FLAG_RESET_QUEUE_ONLY_MASK).
 		set(abi.MES_RESET_DW_DOORBELL_OFFSET, bad.db)
 	r.ok(rst, abi.MES_RESET_DW_API_STATUS)
-	if s := bad.status(); s&(abi.REG_MES_QUERY_STATUS__HUNG_MASK|abi.REG_MES_QUERY_STATUS__MAPPED_MASK) != 0 {
-		t.Fatalf("after RESET: status %#x", s)
+	if s := bad.status(); s&(abi.REG_MES_QUERY_STATUS__HUNG_MASK|abi.REG_MES_QUERY_STATUS__MAPPED_MASK) != 0 || r.rreg(abi.REG_MES_HUNG) != 0 {
+		t.Fatalf("after RESET: status %#x, MES_HUNG %d", s, r.rreg(abi.REG_MES_HUNG))
 	}
 	bad.job(0)
 	r.waitFor("job after reset", 5*time.Second, func() bool { return bad.done(0) })
@@ -180,6 +185,7 @@ func TestBadFrames(t *testing.T) {
 		{"bad header", newFrame(abi.MES_SCH_API_QUERY_SCHEDULER_STATUS).set(0, 0x2), abi.MES_QUERY_DW_API_STATUS, abi.MES_ERR_BAD_HEADER},
 		{"mqd unreachable", o.addFrame(1, 0).set64(abi.MES_ADD_QUEUE_DW_MQD_ADDR, 1<<40), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_ADDRESS},
 		{"doorbell outside", o.addFrame(1, 0).set(abi.MES_ADD_QUEUE_DW_DOORBELL_OFFSET, 4096), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_DOORBELL},
+		{"odd doorbell", o.addFrame(1, 0).set(abi.MES_ADD_QUEUE_DW_DOORBELL_OFFSET, 41), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_DOORBELL},
 		{"mes doorbell", o.addFrame(1, 0).set(abi.MES_ADD_QUEUE_DW_DOORBELL_OFFSET, 4), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_DOORBELL},
 		{"priority", o.addFrame(7, 0), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_PRIORITY},
 		{"sdma", o.addFrame(1, 0).set(abi.MES_ADD_QUEUE_DW_QUEUE_TYPE, abi.MES_QUEUE_TYPE_SDMA), abi.MES_ADD_QUEUE_DW_API_STATUS, abi.MES_ERR_BAD_QUEUE_TYPE},
@@ -196,10 +202,21 @@ func TestBadFrames(t *testing.T) {
 		})
 	}
 	r.t = t
+	// A misaligned api_status fails the frame before it acts: the queue is not suspended.
+	susp := newFrame(abi.MES_SCH_API_SUSPEND).set(abi.MES_SUSPEND_DW_FLAGS, 1)
+	susp.set64(abi.MES_SUSPEND_DW_API_STATUS, statusBase+4).set64(abi.MES_SUSPEND_DW_API_STATUS+2, 1)
+	r.put(susp)
+	r.seq++
+	r.put(newFrame(abi.MES_SCH_API_QUERY_SCHEDULER_STATUS).set64(abi.MES_QUERY_DW_API_STATUS, ringFence).set64(abi.MES_QUERY_DW_API_STATUS+2, r.seq))
+	r.mes.Doorbell(4, r.wptr)
+	r.waitFor("ring fence", 5*time.Second, func() bool { return r.mem.Load64(ringFence) >= r.seq })
+	if reason := r.rreg(abi.REG_MES_LAST_ERROR) & 0xFF; reason != abi.MES_ERR_BAD_ADDRESS || q.status()&abi.REG_MES_QUERY_STATUS__SUSPENDED_MASK != 0 {
+		t.Errorf("misaligned api_status: %s, status %#x", abi.NameOf("MES_ERR_", uint64(reason)), q.status())
+	}
 	q.job(0)
 	r.waitFor("job after bad frames", 5*time.Second, func() bool { return q.done(0) })
-	if e := r.rreg(abi.REG_MES_FRAME_ERRORS); e != uint32(len(cases)+2) {
-		t.Errorf("FRAME_ERRORS %d, want %d", e, len(cases)+2)
+	if e := r.rreg(abi.REG_MES_FRAME_ERRORS); e != uint32(len(cases)+3) {
+		t.Errorf("FRAME_ERRORS %d, want %d", e, len(cases)+3)
 	}
 }
 
@@ -288,4 +305,31 @@ func TestSuspendResume(t *testing.T) {
 	}
 	r.ok(newFrame(abi.MES_SCH_API_RESUME).set64(abi.MES_RESUME_DW_GANG_CONTEXT_ADDR, q.gang), abi.MES_RESUME_DW_API_STATUS)
 	r.waitFor("job after resume", 5*time.Second, func() bool { return q.done(0) })
+}
+
+// TestRingHalt: a wptr that is not a whole number of frames halts the scheduler with the
+// reason in MES_STATUS.ERROR, an IV and the queues stopped; RING_ACTIVE=0 clears it.
+func TestRingHalt(t *testing.T) {
+	r := newRig(t)
+	r.hwResources(0x1, 0, 0xFFFE)
+	r.wreg(abi.REG_MES_RING_WPTR_LO, uint32(r.wptr+3))
+	r.waitFor("halt", 5*time.Second, func() bool {
+		return r.rreg(abi.REG_MES_STATUS)&abi.REG_MES_STATUS__STATE_MASK == abi.MES_STATE_HALTED
+	})
+	if e := r.rreg(abi.REG_MES_STATUS) & abi.REG_MES_STATUS__ERROR_MASK >> abi.REG_MES_STATUS__ERROR__SHIFT; e != abi.MES_ERR_BAD_WPTR {
+		t.Fatalf("STATUS.ERROR %s", abi.NameOf("MES_ERR_", uint64(e)))
+	}
+	found := false
+	for _, iv := range r.ivs.All() {
+		if iv.Source == abi.IH_SRC_MES_ERROR && iv.Data[0] == abi.MES_ERR_BAD_WPTR {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no IH_SRC_MES_ERROR IV for the halt")
+	}
+	r.wreg(abi.REG_MES_RING_ACTIVE, 0)
+	if st := r.rreg(abi.REG_MES_STATUS); st != abi.MES_STATE_OFF {
+		t.Fatalf("STATUS %#x after RING_ACTIVE=0", st)
+	}
 }

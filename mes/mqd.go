@@ -17,6 +17,28 @@ const (
 
 func hqdOff(dw uint64) int { return int(dw-hqdFirst) * 4 }
 
+// mqdLayout is where the fields that differ between the compute and the graphics MQD are.
+type mqdLayout struct {
+	doorbell, control, wptrLo, wptrHi, fenceLo uint64
+	ib, err                                    bool // CP_HQD_IB_* and CP_HQD_ERROR exist
+}
+
+var (
+	computeLayout = mqdLayout{doorbell: abi.MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL, control: abi.MES_MQD_DW_CP_HQD_PQ_CONTROL,
+		wptrLo: abi.MES_MQD_DW_CP_HQD_PQ_WPTR_LO, wptrHi: abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI,
+		fenceLo: abi.MES_MQD_DW_FENCE_ADDRESS_LO, ib: true, err: true}
+	gfxLayout = mqdLayout{doorbell: abi.MES_MQD_DW_CP_HQD_PQ_DOORBELL_CONTROL, control: abi.MES_GFX_MQD_DW_CP_GFX_HQD_CNTL,
+		wptrLo: abi.MES_GFX_MQD_DW_CP_GFX_HQD_WPTR, wptrHi: abi.MES_GFX_MQD_DW_CP_GFX_HQD_WPTR_HI,
+		fenceLo: abi.MES_GFX_MQD_DW_FENCE_ADDRESS_LO}
+)
+
+func (q *queue) layout() *mqdLayout {
+	if q.qtype == abi.MES_QUEUE_TYPE_GFX {
+		return &gfxLayout
+	}
+	return &computeLayout
+}
+
 // ringDwords is the queue's ring size (dwords).
 func (q *queue) ringDwords() uint64 {
 	qs := q.img.Control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
@@ -27,9 +49,6 @@ func (q *queue) ringDwords() uint64 {
 // added, its start pointers. It validates what the CP would refuse, so a bad MQD fails its
 // ADD_QUEUE (later maps that fail to load halt the queue).
 func (a *activation) loadMQD(q *queue) *frameErr {
-	if len(a.mqdBuf) < hqdBytes {
-		a.mqdBuf = make([]byte, hqdBytes)
-	}
 	b := a.mqdBuf[:hqdBytes]
 	var hdr, fence [8]byte
 	if err := a.read(q.mqd, hdr[:4]); err != nil {
@@ -41,12 +60,16 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
-	if err := a.read(q.mqd+abi.MES_MQD_DW_FENCE_ADDRESS_LO*4, fence[:]); err != nil {
+	lay := q.layout()
+	if err := a.read(q.mqd+lay.fenceLo*4, fence[:]); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
 	d := func(dw uint64) uint32 { return binary.LittleEndian.Uint32(b[hqdOff(dw):]) }
 	q.img.Base = (uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_LO))) << 8
-	q.img.Control = d(abi.MES_MQD_DW_CP_HQD_PQ_CONTROL)
+	q.img.Control = d(lay.control)
+	if !lay.ib {
+		q.img.Control &= abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK // CP_GFX_HQD_CNTL: only RB_BUFSZ means the same
+	}
 	q.img.ReportAddr = uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO))
 	q.img.FenceAddr = binary.LittleEndian.Uint64(fence[:])
 	q.img.DoorbellOffset = q.doorbell
@@ -63,7 +86,7 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 	}
 	if !q.loaded {
 		// A new queue starts where its MQD says (amdgpu: 0 and 0).
-		wptr := uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_LO))
+		wptr := uint64(d(lay.wptrHi))<<32 | uint64(d(lay.wptrLo))
 		rWrapped := uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR)) & (q.ringDwords() - 1)
 		q.wptr = wptr
 		q.rptr = wptr - (wptr-rWrapped)&(q.ringDwords()-1)
@@ -83,11 +106,28 @@ func (a *activation) saveQueue(q *queue) {
 		return
 	}
 	put := func(dw uint64, v uint32) { binary.LittleEndian.PutUint32(b[hqdOff(dw):], v) }
-	e := &q.img.Exec
+	lay := q.layout()
 	put(abi.MES_MQD_DW_CP_HQD_ACTIVE, 0)
 	put(abi.MES_MQD_DW_CP_HQD_PQ_RPTR, uint32(q.rptr&(q.ringDwords()-1)))
-	put(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_LO, uint32(q.wptr))
-	put(abi.MES_MQD_DW_CP_HQD_PQ_WPTR_HI, uint32(q.wptr>>32))
+	put(lay.wptrLo, uint32(q.wptr))
+	put(lay.wptrHi, uint32(q.wptr>>32))
+	if lay.ib {
+		a.putIB(q, put)
+	}
+	if lay.err {
+		put(abi.MES_MQD_DW_CP_HQD_ERROR, q.errCode)
+	}
+	if err := a.write(q.mqd+hqdFirst*4, b); err != nil {
+		a.saveFailed(q, err)
+		return
+	}
+	a.writeFlags(q, 1)
+	a.writeContext(q)
+}
+
+// putIB fills a compute MQD's CP_HQD_IB_* with the IB1 in flight.
+func (a *activation) putIB(q *queue, put func(dw uint64, v uint32)) {
+	e := &q.img.Exec
 	var ib cp.IBState
 	if e.Level >= 1 {
 		ib = e.IB[0]
@@ -100,13 +140,6 @@ func (a *activation) saveQueue(q *queue) {
 		ctl |= abi.MES_MQD_IB_CONTROL_PROCESSING_IB_MASK
 	}
 	put(abi.MES_MQD_DW_CP_HQD_IB_CONTROL, ctl)
-	put(abi.MES_MQD_DW_CP_HQD_ERROR, q.errCode)
-	if err := a.write(q.mqd+hqdFirst*4, b); err != nil {
-		a.saveFailed(q, err)
-		return
-	}
-	a.writeFlags(q, 1)
-	a.writeContext(q)
 }
 
 // writeFlags writes IS_QUEUE_UNMAP (and the ADD_QUEUE unmap flag): 1 unmapped, 0 mapped.
@@ -143,6 +176,10 @@ func (a *activation) writeContext(q *queue) {
 	put(abi.MES_CTX_DW_MAGIC, abi.MES_CTX_MAGIC)
 	put(abi.MES_CTX_DW_LEVEL, uint32(e.Level))
 	put(abi.MES_CTX_DW_IB_COUNT, uint32(e.IBCount))
+	put(abi.MES_CTX_DW_IB1_BASE_LO, uint32(e.IB[0].Base))
+	put(abi.MES_CTX_DW_IB1_BASE_HI, uint32(e.IB[0].Base>>32))
+	put(abi.MES_CTX_DW_IB1_SIZE, uint32(e.IB[0].Size))
+	put(abi.MES_CTX_DW_IB1_RPTR, uint32(e.IB[0].Pos))
 	put(abi.MES_CTX_DW_IB2_BASE_LO, uint32(e.IB[1].Base))
 	put(abi.MES_CTX_DW_IB2_BASE_HI, uint32(e.IB[1].Base>>32))
 	put(abi.MES_CTX_DW_IB2_SIZE, uint32(e.IB[1].Size))
@@ -160,7 +197,7 @@ func (a *activation) writeContext(q *queue) {
 	put(abi.MES_CTX_DW_PROTECTED_FENCE_HI, uint32(e.Fence>>32))
 	q.publish()
 	a.putStatus(q, b[abi.MES_CTX_DW_STATUS*4:])
-	if err := a.write(q.gang.ctxAddr, b[:]); err != nil {
+	if err := a.write(q.ctx, b[:]); err != nil {
 		a.saveFailed(q, err)
 	}
 }
@@ -170,7 +207,7 @@ func (a *activation) writeStatus(q *queue) {
 	q.publish()
 	var b [20]byte
 	a.putStatus(q, b[:])
-	if err := a.write(q.gang.ctxAddr+abi.MES_CTX_DW_STATUS*4, b[:]); err != nil {
+	if err := a.write(q.ctx+abi.MES_CTX_DW_STATUS*4, b[:]); err != nil {
 		a.saveFailed(q, err)
 	}
 }

@@ -48,6 +48,7 @@ const (
 type queue struct {
 	doorbell  uint32 // dword offset: its identity
 	gang      *gang
+	ctx       uint64 // its record in the gang context page (MES_CTX_*): one per queue of the gang
 	mqd       uint64
 	wptrAddr  uint64
 	unmapFlag uint64
@@ -56,7 +57,8 @@ type queue struct {
 	state         qstate
 	slot          int
 	mappedAt      time.Time
-	waitSince     time.Time // when it became runnable while unmapped
+	waitSince     time.Time // when it started waiting for a slot (in activation.waitList)
+	inWait        bool      // in activation.waitList
 	idleSince     time.Time // mapped and idle since (zero: busy)
 	preemptReason uint32
 	preemptAt     time.Time // deadline of the preemption

@@ -11,16 +11,6 @@ func (a *activation) readReg(reg, queryDB uint32) uint32 {
 		return uint32(a.wptr.Load())
 	case abi.REG_MES_RING_WPTR_HI:
 		return uint32(a.wptr.Load() >> 32)
-	case abi.REG_MES_STATUS:
-		st := uint32(abi.MES_STATE_RUNNING)
-		if a.revoked.Load() {
-			st = abi.MES_STATE_HALTED
-		}
-		v := st << abi.REG_MES_STATUS__STATE__SHIFT
-		if a.m.ownedMask.Load() != 0 {
-			v |= abi.REG_MES_STATUS__HW_RESOURCES_MASK
-		}
-		return v
 	case abi.REG_MES_FRAMES:
 		return a.nFrames.Load()
 	case abi.REG_MES_FRAME_ERRORS:

@@ -61,7 +61,7 @@ func (v *vmRecorder) InvalidateGART() {}
 
 func newRig(t testing.TB) *rig {
 	t.Helper()
-	r := &rig{t: t, mem: cptest.NewMemory(64 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
+	r := &rig{t: t, mem: cptest.NewMemory(4 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
 		vm: &vmRecorder{bound: map[int]VMContext{}}}
 	var m *MES
 	r.cp = cp.New(cp.Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs,

@@ -92,13 +92,9 @@ func (a *activation) complete(f *frame, pos uint64, err *frameErr) {
 	op := f.opcode()
 	if err == nil {
 		if addr, val, ok := f.apiStatus(); ok && addr != 0 {
-			if addr%8 != 0 {
-				err = fail(abi.MES_ERR_BAD_ADDRESS, "api_completion_fence_addr %#x not qword aligned", addr)
-			} else {
-				binary.LittleEndian.PutUint64(a.scratch[:], val)
-				if werr := a.write(addr, a.scratch[:]); werr != nil {
-					err = fail(abi.MES_ERR_BAD_ADDRESS, "api_completion_fence_addr %#x: %v", addr, werr)
-				}
+			binary.LittleEndian.PutUint64(a.scratch[:], val)
+			if werr := a.write(addr, a.scratch[:]); werr != nil {
+				err = fail(abi.MES_ERR_BAD_ADDRESS, "api_completion_fence_addr %#x: %v", addr, werr)
 			}
 		}
 	}
@@ -144,6 +140,11 @@ func (a *activation) reportRptr() {
 func (a *activation) execute(f *frame, pos uint64, now time.Time) *frameErr {
 	if !f.headerOK() {
 		return fail(abi.MES_ERR_BAD_HEADER, "header %#08x", f[0])
+	}
+	// A fence the frame could not be completed with fails it before it acts (a driver that
+	// sees a failure must be able to retry).
+	if addr, _, ok := f.apiStatus(); ok && addr%8 != 0 {
+		return fail(abi.MES_ERR_BAD_ADDRESS, "api_completion_fence_addr %#x not qword aligned", addr)
 	}
 	op := f.opcode()
 	switch op {

@@ -2,7 +2,6 @@ package mes
 
 import (
 	"encoding/binary"
-	"sort"
 	"time"
 
 	"vgpu/abi"
@@ -14,6 +13,9 @@ const (
 	noSlot       = 0xFF
 	maxPollWait  = 10 * time.Millisecond // the unmapped-queue wptr poll backs off to this
 	minLoopSleep = 10 * time.Microsecond
+	// fullScanEvery: a pass at least this long after the last full scan scans again (a safety
+	// net behind rescan; it adds no timer).
+	fullScanEvery = 10 * time.Millisecond
 )
 
 // publishTable publishes the doorbell → queue map for the doorbell path (copy on write: adds
@@ -44,6 +46,7 @@ func (a *activation) events(now time.Time) {
 		}
 		if w := q.lastDB.Load(); w > q.wptr && w-q.rptr <= q.ringDwords() {
 			q.wptr = w
+			a.rescan = true
 			a.nUnmappedDBs.Add(1)
 			a.event(abi.MES_EVT_DOORBELL, 0, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
 			q.publish()
@@ -59,20 +62,26 @@ func (a *activation) events(now time.Time) {
 func (a *activation) pollShadows(now time.Time) {
 	found := false
 	for _, q := range a.t.order {
-		if q.occupies() || q.wptrAddr == 0 || q.state == qHalted {
+		if q.occupies() || q.state == qHalted {
 			continue
 		}
-		if err := a.read(q.wptrAddr, a.scratch[:]); err != nil {
-			if err == errRevoked {
-				return
+		// A queue without a wptr shadow: its doorbell is what MES can read (the doorbell
+		// page is memory too), so a doorbell the intercept did not pass on is still found.
+		w := q.lastDB.Load()
+		if q.wptrAddr != 0 {
+			if err := a.read(q.wptrAddr, a.scratch[:]); err != nil {
+				if err == errRevoked {
+					return
+				}
+				a.m.limiter.Warn(logKeyPoll, "mes: wptr shadow unreadable", "doorbell", q.doorbell, "addr", q.wptrAddr, "err", err)
+				continue
 			}
-			a.m.limiter.Warn(logKeyPoll, "mes: wptr shadow unreadable", "doorbell", q.doorbell, "addr", q.wptrAddr, "err", err)
-			continue
+			w = binary.LittleEndian.Uint64(a.scratch[:])
 		}
-		w := binary.LittleEndian.Uint64(a.scratch[:])
 		if w > q.wptr && w-q.rptr <= q.ringDwords() {
 			q.wptr = w
 			found = true
+			a.rescan = true
 			a.event(abi.MES_EVT_DOORBELL, 1, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
 			q.publish()
 		}
@@ -120,6 +129,7 @@ func (a *activation) observe(now time.Time) {
 			if q.state == qPreempting && !now.Before(q.preemptAt) {
 				a.hang(q, now)
 			}
+			q.publish() // MES_QUERY_* follow a running queue
 		case cp.Preempted:
 			a.leftSlot(q, img, q.preemptReason, now)
 		case cp.Halted:
@@ -156,15 +166,14 @@ func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Ti
 		q.state = qUnmapped
 		q.preempts.Add(1)
 	}
-	q.waitSince = time.Time{}
 	a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, uint32(q.gang.proc.vm.PASID))
 	a.saveQueue(q)
 	a.markUnmapped(q)
 }
 
-// markUnmapped notes when an unmapped queue started waiting.
+// markUnmapped publishes an unmapped queue and has the next pass look whether it waits.
 func (a *activation) markUnmapped(q *queue) {
-	q.waitSince = time.Time{}
+	a.rescan = true
 	q.publish()
 }
 
@@ -305,18 +314,10 @@ func (a *activation) schedule(now time.Time) {
 	if a.hw == nil {
 		return
 	}
-	var waiters []*queue
+	waiters := a.refreshWaiting(now)
 	var waiting [2]int // by type: gfx, compute
-	for _, q := range a.t.order {
-		if q.runnable() {
-			if q.waitSince.IsZero() {
-				q.waitSince = now
-			}
-			waiters = append(waiters, q)
-			waiting[typeIndex(q.qtype)]++
-		} else if q.state == qUnmapped {
-			q.waitSince = time.Time{}
-		}
+	for _, q := range waiters {
+		waiting[typeIndex(q.qtype)]++
 	}
 	// Idle queues leave at once when someone waits, else after their idle grace.
 	for _, q := range a.slots {
@@ -330,37 +331,71 @@ func (a *activation) schedule(now time.Time) {
 	if len(waiters) == 0 {
 		return
 	}
-	sort.SliceStable(waiters, func(i, j int) bool {
-		if waiters[i].gang.level != waiters[j].gang.level {
-			return waiters[i].gang.level > waiters[j].gang.level
-		}
-		return waiters[i].waitSince.Before(waiters[j].waitSince)
-	})
 	var freeing [2]int // slots already being given up, by type
 	for s, q := range a.slots {
 		if q != nil && q.state == qPreempting && q.preemptReason != abi.MES_UNMAP_RESET {
 			freeing[typeIndex(slotType(s))]++
 		}
 	}
-	for _, w := range waiters {
-		ti := typeIndex(w.qtype)
-		if slot := a.freeSlot(w.qtype); slot >= 0 {
-			a.place(w, slot, now)
-			continue
-		}
-		if freeing[ti] > 0 {
-			freeing[ti]--
-			continue
-		}
-		v := a.victim(w.qtype)
-		switch {
-		case v == nil:
-		case v.gang.level < w.gang.level:
-			a.preempt(v, abi.MES_UNMAP_PRIORITY, now)
-		case v.gang.level == w.gang.level && now.Sub(v.mappedAt) >= v.gang.quantum:
-			a.preempt(v, abi.MES_UNMAP_QUANTUM, now)
+	// Highest level first; within a level the list is in the order the queues started
+	// waiting. Once a waiter of a type finds no slot, no free one and no victim, later ones
+	// of that type (same or lower level) cannot either.
+	var stuck [2]bool
+	for l := int(abi.MES_PRIORITY_LEVELS) - 1; l >= 0; l-- {
+		for _, w := range waiters {
+			ti := typeIndex(w.qtype)
+			if int(w.gang.level) != l || stuck[ti] || w.state != qUnmapped {
+				continue
+			}
+			if slot := a.freeSlot(w.qtype); slot >= 0 {
+				a.place(w, slot, now) // may fail (no VMID yet): the next waiter tries
+				continue
+			}
+			if freeing[ti] > 0 {
+				freeing[ti]--
+				continue
+			}
+			v := a.victim(w.qtype)
+			switch {
+			case v != nil && v.gang.level < w.gang.level:
+				a.preempt(v, abi.MES_UNMAP_PRIORITY, now)
+			case v != nil && v.gang.level == w.gang.level && now.Sub(v.mappedAt) >= v.gang.quantum:
+				a.preempt(v, abi.MES_UNMAP_QUANTUM, now)
+			default:
+				stuck[ti] = true
+			}
 		}
 	}
+}
+
+// refreshWaiting returns the queues waiting for a slot, in the order they started waiting.
+// The list persists across passes: entries that stopped waiting are dropped, and queues that
+// may have started are appended — found by a scan of every queue only when something could
+// have given a queue work (a.rescan), and at least every fullScanEvery as a safety net, so a
+// pass costs O(waiting) rather than O(queues).
+func (a *activation) refreshWaiting(now time.Time) []*queue {
+	n := 0
+	for _, q := range a.waitList {
+		if q.runnable() && a.t.queues[q.doorbell] == q {
+			a.waitList[n] = q
+			n++
+			continue
+		}
+		q.inWait = false
+		q.waitSince = time.Time{}
+	}
+	clear(a.waitList[n:])
+	a.waitList = a.waitList[:n]
+	if a.rescan || now.Sub(a.lastScan) >= fullScanEvery {
+		a.rescan, a.lastScan = false, now
+		for _, q := range a.t.order {
+			if !q.inWait && q.runnable() {
+				q.inWait, q.waitSince = true, now
+				a.waitList = append(a.waitList, q)
+			}
+		}
+	}
+	return a.waitList
 }
 
 func typeIndex(qtype uint32) int {
@@ -421,7 +456,7 @@ func (a *activation) nextDeadline(now time.Time) time.Duration {
 	// that level waits; only expiries still ahead are timers (an expired one either acted
 	// already or has no taker).
 	waitLevel := [2]int{-1, -1}
-	for _, q := range a.t.order {
+	for _, q := range a.waitList {
 		if q.runnable() {
 			waitLevel[typeIndex(q.qtype)] = max(waitLevel[typeIndex(q.qtype)], int(q.gang.level))
 		}
@@ -451,6 +486,7 @@ func (a *activation) nextDeadline(now time.Time) time.Duration {
 	if a.hw != nil && a.hw.poll > 0 {
 		at(a.nextPoll)
 	}
+
 	// A floor: whatever was missed above cannot turn the loop into a spin.
 	return max(next.Sub(now), minLoopSleep)
 }

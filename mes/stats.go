@@ -1,10 +1,6 @@
 package mes
 
-import (
-	"sort"
-
-	"vgpu/abi"
-)
+import "sort"
 
 // Stats is the scheduler's part of the device diagnostics: the answer to "my queue's work
 // never completes" without a guest.
@@ -30,12 +26,11 @@ type QueueStats struct {
 func (m *MES) Stats() Stats {
 	a := m.act.Load()
 	m.mu.Lock()
-	st := Stats{State: m.lastState}
+	st := Stats{State: m.lastState} // RUNNING, or HALTED once the ring halted
 	m.mu.Unlock()
 	if a == nil {
 		return st
 	}
-	st.State = a.readReg(abi.REG_MES_STATUS, 0) & abi.REG_MES_STATUS__STATE_MASK
 	st.Frames, st.FrameErrors, st.LastError = a.nFrames.Load(), a.nFrameErrors.Load(), a.lastError.Load()
 	st.Owned, st.Maps, st.Unmaps = m.ownedMask.Load(), a.nMaps.Load(), a.nUnmaps.Load()
 	st.UnmappedDoorbells, st.Processes = a.nUnmappedDBs.Load(), a.nProcs.Load()

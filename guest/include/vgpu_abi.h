@@ -677,7 +677,7 @@
 #define VGPU_REG_MES_MAPS 0x4068ULL
 /* RO. Unmaps since the scheduler started (each saved the queue's state). */
 #define VGPU_REG_MES_UNMAPS 0x406cULL
-/* RO. Doorbell writes that reached the scheduler for a queue not mapped. */
+/* RO. Doorbell writes that reached the scheduler for a queue not mapped and gave it new work. */
 #define VGPU_REG_MES_UNMAPPED_DOORBELLS 0x4070ULL
 /* RO. Processes known now (added queues' distinct process contexts). */
 #define VGPU_REG_MES_PROCESSES 0x4074ULL
@@ -1401,7 +1401,7 @@
 #define VGPU_MES_SET_HW_RSRC_DW_OSSSYS_BASE 0x2aULL
 #define VGPU_MES_SET_HW_RSRC_DW_API_STATUS 0x32ULL
 #define VGPU_MES_SET_HW_RSRC_DW_FLAGS 0x36ULL
-/* Period of the wptr poll of unmapped queues while oversubscribed, in µs (amdgpu sends 50); 0: no periodic poll. */
+/* Period of the wptr-shadow poll of unmapped queues, in µs (amdgpu sends 50); it doubles while nothing is found, up to 10 ms; 0: no periodic poll. */
 #define VGPU_MES_SET_HW_RSRC_DW_OVERSUBSCRIPTION_TIMER 0x37ULL
 #define VGPU_MES_SET_HW_RSRC_DW_DOORBELL_INFO 0x38ULL
 #define VGPU_MES_SET_HW_RSRC_DW_EVENT_INTR_HISTORY_GPU_MC_PTR 0x3aULL
@@ -1643,7 +1643,7 @@
 #define VGPU_MES_ERR_DUPLICATE_QUEUE 0x7ULL
 /* No added queue has that doorbell (or no gang that context). */
 #define VGPU_MES_ERR_NO_SUCH_QUEUE 0x8ULL
-/* REMOVE_QUEUE (or SUSPEND) of a queue marked hung: RESET it first. */
+/* REMOVE_QUEUE of a queue marked hung: RESET it first (a SUSPEND that finds one fails with PREEMPT_TIMEOUT). */
 #define VGPU_MES_ERR_QUEUE_HUNG 0x9ULL
 /* SDMA, AQL, or a GFX queue while slot 0 is not MES's. */
 #define VGPU_MES_ERR_BAD_QUEUE_TYPE 0xaULL
@@ -1748,7 +1748,7 @@
 /* In the process's VMID. */
 #define VGPU_MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO 0x8bULL
 #define VGPU_MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI 0x8cULL
-/* In the process's VMID: polled while mapped when CP_HQD_PQ_WPTR_POLL_CNTL... (vgpu: whenever non-zero). */
+/* Not used: while mapped the queue takes its wptr from its doorbell; while unmapped MES reads ADD_QUEUE's WPTR_ADDR. */
 #define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_LO 0x8dULL
 #define VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_POLL_ADDR_HI 0x8eULL
 /* As HQD_PQ_DOORBELL_CONTROL; MES sets DOORBELL_EN and ADD_QUEUE's offset. */
@@ -1783,6 +1783,14 @@
 #define VGPU_MES_MQD_IB_CONTROL_IB_SIZE_MASK 0xfffffULL
 #define VGPU_MES_MQD_IB_CONTROL_PROCESSING_IB__SHIFT 0x1fULL
 #define VGPU_MES_MQD_IB_CONTROL_PROCESSING_IB_MASK 0x80000000ULL
+/* RB_BUFSZ [5:0]: ring = 2^(n+1) dwords, as QUEUE_SIZE. */
+#define VGPU_MES_GFX_MQD_DW_CP_GFX_HQD_CNTL 0x91ULL
+/* Saved: wptr (monotonic dwords), low 32 bits. */
+#define VGPU_MES_GFX_MQD_DW_CP_GFX_HQD_WPTR 0x95ULL
+#define VGPU_MES_GFX_MQD_DW_CP_GFX_HQD_WPTR_HI 0x96ULL
+/* The protected fence, in the process's VMID. */
+#define VGPU_MES_GFX_MQD_DW_FENCE_ADDRESS_LO 0x1feULL
+#define VGPU_MES_GFX_MQD_DW_FENCE_ADDRESS_HI 0x1ffULL
 /* MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE). */
 #define VGPU_MES_CTX_DW_MAGIC 0x0ULL
 /* "CSEM". */
@@ -1802,6 +1810,11 @@
 #define VGPU_MES_CTX_DW_PROGRESS_HI 0x9ULL
 /* Bit 0: the interrupted WAIT_REG_MEM (OPERATION 1) already wrote its reference. */
 #define VGPU_MES_CTX_DW_FLAGS 0xaULL
+/* The IB1 in flight (also in a compute MQD's CP_HQD_IB_*; a graphics MQD has no such field). */
+#define VGPU_MES_CTX_DW_IB1_BASE_LO 0xbULL
+#define VGPU_MES_CTX_DW_IB1_BASE_HI 0xcULL
+#define VGPU_MES_CTX_DW_IB1_SIZE 0xdULL
+#define VGPU_MES_CTX_DW_IB1_RPTR 0xeULL
 /* 16 dwords: COMPUTE_USER_DATA_0..15. */
 #define VGPU_MES_CTX_DW_USER_DATA 0x10ULL
 /* The last value PROTECTED_FENCE_SIGNAL wrote. */
@@ -1813,7 +1826,7 @@
 #define VGPU_MES_CTX_DW_PREEMPTS 0x2aULL
 #define VGPU_MES_CTX_DW_RPTR_LO 0x2bULL
 #define VGPU_MES_CTX_DW_RPTR_HI 0x2cULL
-/* MES writes only the first 256 bytes of the page. */
+/* One record: queue i of a gang (in ADD_QUEUE order, reusing freed records) has its record at gang_context_addr + i*256; a gang has at most 8 queues, so MES writes only the first 2 KiB of the page. */
 #define VGPU_MES_CTX_BYTES 0x100ULL
 #define VGPU_PM4_PROTECTED_FENCE_DWORDS 0x2ULL
 /* A frame failed: DW4 MES_ERR_*, DW5 opcode, DW6 ring dword offset, DW7 doorbell (or 0). */
