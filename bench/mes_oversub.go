@@ -21,24 +21,21 @@ import (
 // The baseline is the same jobs, fed the same way, on 16 permanently mapped queues: a second
 // device in the same run, with the same processes (8; page tables, PASIDs) and the same queue
 // layout, whose 16 compute slots are activated through HQD registers, each in the VMID MES
-// would give its process. Not 16 MES queues that are never preempted: this scheduler unmaps
-// an idle queue as soon as any queue waits for a slot, even while slots are free, so 16 MES
-// queues on 16 slots are unmapped and mapped again thousands of times a second (reported to
-// the coordinator; the baseline would not be a permanently mapped one).
+// would give its process. Not 16 MES queues on the 16 slots: the scheduler still unmaps idle
+// queues at times while slots are free (2.4 k unmaps in one 1 s window of such a run), so
+// they would not be a permanently mapped baseline.
 //
-// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms. With
-// amdgpu's 1 ms a queue is often preempted for its quantum before it has executed a packet:
-// the quantum runs from the map, while a queue just mapped waits for one of the CP's
-// execution turns behind the 15 busy ones (up to 16 × the 100 µs turn budget on this host),
-// so a waiting queue can be mapped and unmapped again and again with no progress for over a
-// second (the event log shows MAP, then PREEMPT QUANTUM 0.2–1 ms later, rptr unchanged;
-// reported to the coordinator). 2 ms clears that turn wait; with 32 jobs in flight a queue
-// that gets a turn has work for it. Idle grace (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms;
-// preemption grace (GRACE_PERIOD_OTHER_LEVELS) osPreempt: on this shared 2-core host a
-// process can be stalled for tens of milliseconds, and with the default 50 ms every queue
-// being preempted at such a moment is marked hung for good (seen: 11 and 15 queues hung
-// after a quantum preemption, their CP goroutines long gone). OVERSUBSCRIPTION_TIMER 0: the
-// unmapped-doorbell intercept is on.
+// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms — longer
+// than a just-mapped queue's wait for its first CP execution turn (up to 16 × the 100 µs turn
+// budget on this host), since the quantum runs from the map: an earlier scheduler starved
+// queues for seconds with amdgpu's 1 ms (mapped, then preempted for the quantum before
+// running a packet, again and again); the present one gives 1, 2 and 5 ms alike, 2 ms a
+// little ahead. With 32 jobs in flight a mapped queue has work for its turns. Idle grace
+// (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms. Preemption grace (GRACE_PERIOD_OTHER_LEVELS)
+// osPreempt: on this shared 2-core host a process can stall for tens of milliseconds, and
+// with the default 50 ms the earlier scheduler marked every queue being preempted at such a
+// moment hung for good (11 and 15 at once). OVERSUBSCRIPTION_TIMER 0: the unmapped-doorbell
+// intercept is on.
 
 // Knobs (variables so that a probe can try others).
 var (
