@@ -30,7 +30,9 @@ import (
 // budget on this host), since the quantum runs from the map: an earlier scheduler starved
 // queues for seconds with amdgpu's 1 ms (mapped, then preempted for the quantum before
 // running a packet, again and again); the present one gives 1, 2 and 5 ms alike, 2 ms a
-// little ahead. With 32 jobs in flight a mapped queue has work for its turns. Idle grace
+// little ahead — except under the race detector, where the CP is slow enough for the same
+// starvation (TestMESOversubscription fails there: a queue mapped and preempted 2 ms later
+// with its rptr unchanged, several times over a second). With 32 jobs in flight a mapped queue has work for its turns. Idle grace
 // (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms. Preemption grace (GRACE_PERIOD_OTHER_LEVELS)
 // osPreempt: on this shared 2-core host a process can stall for tens of milliseconds, and
 // with the default 50 ms the earlier scheduler marked every queue being preempted at such a
