@@ -212,7 +212,7 @@ func (h *hqd) activate() {
 		h.ignored("ACTIVE=1 after Close", 1)
 		return
 	}
-	if len(h.live) >= MaxLivePerSlot {
+	if h.stuck() >= MaxLivePerSlot {
 		// Earlier activations are stuck in call outs (revoked, they cannot act): do not pile
 		// up more goroutines behind them.
 		c.refusedActivation.Add(1)

@@ -181,7 +181,7 @@ func (c *CP) Map(slot int, img Image) error {
 	if old := h.q.Load(); old != nil && (old.mapped || !old.stopped.Load()) {
 		return ErrSlotBusy
 	}
-	if len(h.live) >= MaxLivePerSlot {
+	if h.stuck() >= MaxLivePerSlot {
 		c.refusedActivation.Add(1)
 		return ErrSlotDraining
 	}
@@ -223,6 +223,19 @@ func (c *CP) Map(slot int, img Image) error {
 	return nil
 }
 
+// stuck counts the slot's goroutines that may still be inside (or make) a call out (mu
+// held): MaxLivePerSlot bounds those. A mapped queue whose stop was saved is past its last
+// one and exits on its own, so fast switches do not count against the bound.
+func (h *hqd) stuck() int {
+	n := 0
+	for _, q := range h.live {
+		if !q.done {
+			n++
+		}
+	}
+	return n
+}
+
 // mappedQueue returns slot's queue if Map started it and Release has not forgotten it.
 func (c *CP) mappedQueue(slot int) *queue {
 	if slot < 0 || slot >= NumSlots {
@@ -239,14 +252,46 @@ func (c *CP) mappedQueue(slot int) *queue {
 // waiting for a turn or idle. A running dispatch finishes first; the endless kernel never
 // does (only Kill stops it). Non-blocking and idempotent; Notify reports the stop.
 func (c *CP) Preempt(slot int) {
-	if q := c.mappedQueue(slot); q != nil {
-		q.preempt()
+	q := c.mappedQueue(slot)
+	if q == nil {
+		return
 	}
+	q.stopReq.CompareAndSwap(0, stopPreempt)
+	if q.asleep.Load() == asleepIdle {
+		// Idle: nothing runs, so the stop is taken here and Saved has it at once; the
+		// goroutine, woken below, only ends.
+		h := q.h
+		h.mu.Lock()
+		if q.stop == Running && q.stopReq.Load() == stopPreempt && q.asleep.CompareAndSwap(asleepIdle, asleepTaken) {
+			q.saveLocked()
+		}
+		h.mu.Unlock()
+	}
+	q.signal()
 }
 
+// preempt asks q to stop at its next preemption point (h.mu may be held).
 func (q *queue) preempt() {
 	q.stopReq.CompareAndSwap(0, stopPreempt)
 	q.signal()
+}
+
+// An idle mapped queue's goroutine publishes its execution state by asleep = asleepIdle
+// (an atomic store after its last change to it), so Preempt may save it from outside by
+// moving asleep to asleepTaken; a goroutine that wakes and cannot move it back to 0 has been
+// saved and only ends.
+const (
+	asleepIdle  = 1
+	asleepTaken = 2
+)
+
+// sleepMapped is sleep for a mapped queue (no wptr polling); false: Preempt saved it.
+func (q *queue) sleepMapped() bool {
+	q.asleep.Store(asleepIdle)
+	if q.stopReq.Load() == 0 { // else a stop came before asleep was set: do not wait for it
+		<-q.wake
+	}
+	return q.asleep.CompareAndSwap(asleepIdle, 0)
 }
 
 // Saved returns the image to continue slot's mapped queue from, once its goroutine has
@@ -339,6 +384,7 @@ func (q *queue) configImage() Image {
 // request or a revocation, else Preempted. ACTIVE then reads 0, except for a halted queue,
 // which shows HALTED until Release, as a register-activated one does until DEQUEUE_RESET.
 func (q *queue) saveLocked() {
+	q.done = true // called from exit, or by Preempt on an idle queue: no call out follows
 	if q.stop != Running {
 		return // Kill got there first
 	}

@@ -58,11 +58,15 @@ type queue struct {
 	stopped   atomic.Bool   // ACTIVE reads 0; written under h.mu
 	parkedNow atomic.Bool   // parked in WAIT_REG_MEM: Wake signals it
 	idleAt    atomic.Uint64 // sleeping for the wptr to move past idleAt-1 (0: not); QueueStats.Idle
+	asleep    atomic.Uint32 // mapped queues: asleepIdle while idle, asleepTaken once Preempt saved it
 
 	// Guarded by h.mu.
 	errCode, errInfo uint32
 	errAddr          uint64
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
+	// done: the goroutine can make no further call out (its stop was saved after its last
+	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
+	done bool
 	saved            Image     // mapped queues: what Saved returns once stop != Running
 
 	// Goroutine-private.
@@ -193,7 +197,11 @@ func (q *queue) run() {
 			q.endTurn()
 			q.idleAt.Store(w + 1)
 			q.notify()
-			q.sleep()
+			if !q.mapped {
+				q.sleep()
+			} else if !q.sleepMapped() {
+				return // a preemption saved the idle queue from outside (mapped.go)
+			}
 			q.idleAt.Store(0)
 			continue
 		}
@@ -259,7 +267,9 @@ func (q *queue) finish() {
 	q.endTurn()
 	q.c.putBufs(q)
 	q.h.ended(q)
-	q.notify() // a mapped queue stopped: after every lock and the turn are gone
+	if q.asleep.Load() != asleepTaken { // Preempt's caller knows of a stop Preempt took
+		q.notify() // a mapped queue stopped: after every lock and the turn are gone
+	}
 	q.c.wg.Done()
 }
 
