@@ -81,7 +81,7 @@ func ringImage(k int) cp.Image {
 	return cp.Image{
 		Base: qc.Base, Control: ringQS << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT, ReportAddr: qc.RptrReport,
 		DoorbellControl: abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK | qc.Doorbell<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		DoorbellOffset: qc.Doorbell,
+		DoorbellOffset:  qc.Doorbell,
 	}
 }
 
@@ -505,7 +505,7 @@ func TestMapRefuses(t *testing.T) {
 		}, cp.ErrBadImage},
 		{"IB count over the limit", 1, func(i *cp.Image) { i.Exec.IBCount = cp.DefaultMaxIBExpansions + 1 }, cp.ErrBadImage},
 		{"progress not in dwords", 1, func(i *cp.Image) { i.Exec.Progress = 6 }, cp.ErrBadImage},
-		{"progress without a packet", 1, func(i *cp.Image) { i.Rptr, i.Exec.Progress = 120, 64 << 10 }, cp.ErrBadImage},
+		{"progress without a packet", 1, func(i *cp.Image) { i.Rptr, i.Exec.Progress = 120, 64<<10 }, cp.ErrBadImage},
 		{"written wait without a packet", 1, func(i *cp.Image) {
 			i.Exec.Level, i.Exec.IB[0], i.Exec.WaitWritten = 1, cp.IBState{Base: ibBase, Size: 8, Pos: 8}, true
 		}, cp.ErrBadImage},

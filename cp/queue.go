@@ -66,8 +66,8 @@ type queue struct {
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
 	// done: the goroutine can make no further call out (its stop was saved after its last
 	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
-	done bool
-	saved            Image     // mapped queues: what Saved returns once stop != Running
+	done  bool
+	saved Image // mapped queues: what Saved returns once stop != Running
 
 	// Goroutine-private.
 	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
@@ -87,10 +87,10 @@ type queue struct {
 	waitWritten bool
 	fenceValue  uint64
 	resuming    bool
-	scratch   [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
-	rptrBuf   [4]byte
-	pollBuf   [8]byte
-	chunk     []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
+	scratch     [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
+	rptrBuf     [4]byte
+	pollBuf     [8]byte
+	chunk       []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
 
 	turn      bool      // inside a turn (turn.go)
 	turnStart time.Time // when it began
