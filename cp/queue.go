@@ -64,10 +64,10 @@ type queue struct {
 	errCode, errInfo uint32
 	errAddr          uint64
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
+	saved            Image     // mapped queues: what Saved returns once stop != Running
 	// done: the goroutine can make no further call out (its stop was saved after its last
 	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
-	done  bool
-	saved Image // mapped queues: what Saved returns once stop != Running
+	done bool
 
 	// Goroutine-private.
 	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
