@@ -138,8 +138,9 @@
 // boundary at any IB level (unlike DEQUEUE_DRAIN, the IB stack is kept); a parked
 // WAIT_REG_MEM (rptr stays on it; it is evaluated again on resume, and an OPERATION 1 whose
 // reference was written records WaitWritten so the write is not repeated); a retry-fault
-// wait (the packet is replayed from its start on resume — every packet is idempotent up to
-// its first completed side effect, which comes last); between the pieces of a DMA_DATA
+// wait (the packet is replayed from its start on resume: what it did before the fault it
+// does again with the same data — rewrites, cache actions — and its IV comes after every
+// access); between the pieces of a DMA_DATA
 // (64 KiB, or 2 MiB through a Copier; Progress records the bytes done and the resumed packet
 // moves only the rest — a fixed source is read again); a wait for a turn; idleness. A
 // running dispatch finishes first; the endless kernel never does, which is how the
