@@ -27,8 +27,12 @@ type hqd struct {
 	// without it by Doorbell, Wake and the queue itself.
 	q atomic.Pointer[queue]
 	// live holds every activation of this slot whose goroutine has not ended (the current
-	// one and revoked ones still finishing), at most MaxLivePerSlot.
+	// one and revoked ones still finishing), at most MaxLivePerSlot that may be inside a
+	// call out (stuck).
 	live []*queue
+	// spare is a mapped queue Preempt stopped while idle: its goroutine waits for Map to
+	// hand it the slot's next mapped queue (mapped.go), or for a reset to end it.
+	spare *queue
 }
 
 // maxVMID: HQD_VMID must fit the 4-bit VMID fields of IVs and IBs.
@@ -347,6 +351,7 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 func (h *hqd) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.spare = nil // its goroutine, revoked below with the others, ends
 	for _, q := range h.live {
 		q.revoke()
 	}

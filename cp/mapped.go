@@ -192,10 +192,18 @@ func (c *CP) Map(slot int, img Image) error {
 		noUpdateRptr: img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0,
 		doorbellEn:   img.DoorbellControl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0,
 		doorbellOff:  img.DoorbellControl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		wake:         make(chan struct{}, 1),
-		grant:        make(chan struct{}, 1),
 		mapped:       true, control: img.Control, doorbellCtl: img.DoorbellControl,
 		fenceAddr: img.FenceAddr, fenceDoorbell: img.DoorbellOffset,
+	}
+	spare := h.spare
+	if spare != nil {
+		// The spare's goroutine will run q: it takes over its channels and timer. A stray
+		// wake meant for the spare (a stale pointer's signal) is only a hint to q, and the
+		// spare is in no turn queue, so no grant is in flight.
+		q.wake, q.grant, q.timer = spare.wake, spare.grant, spare.timer
+		spare.timer = nil
+	} else {
+		q.wake, q.grant = make(chan struct{}, 1), make(chan struct{}, 1)
 	}
 	if slot == 0 {
 		q.client = abi.VM_CID_CPG
@@ -218,6 +226,13 @@ func (c *CP) Map(slot int, img Image) error {
 	}
 	h.q.Store(q)
 	h.live = append(h.live, q)
+	if spare != nil {
+		// The goroutine of the queue Preempt stopped idle here runs this one: no goroutine
+		// to start, none to end.
+		h.spare, spare.next = nil, q
+		spare.signal()
+		return nil
+	}
 	c.wg.Add(1)
 	go q.run()
 	return nil
@@ -258,14 +273,20 @@ func (c *CP) Preempt(slot int) {
 	}
 	q.stopReq.CompareAndSwap(0, stopPreempt)
 	if q.asleep.Load() == asleepIdle {
-		// Idle: nothing runs, so the stop is taken here and Saved has it at once; the
-		// goroutine, woken below, only ends.
+		// Idle: nothing runs, so the stop is taken here and Saved has it at once. The
+		// goroutine is not woken: it becomes the slot's spare, which the next Map of the
+		// slot hands its queue (a reset ends it).
 		h := q.h
 		h.mu.Lock()
-		if q.stop == Running && q.stopReq.Load() == stopPreempt && q.asleep.CompareAndSwap(asleepIdle, asleepTaken) {
+		taken := q.stop == Running && q.stopReq.Load() == stopPreempt && q.asleep.CompareAndSwap(asleepIdle, asleepTaken)
+		if taken {
 			q.saveLocked()
+			h.spare = q
 		}
 		h.mu.Unlock()
+		if taken {
+			return
+		}
 	}
 	q.signal()
 }
@@ -285,13 +306,24 @@ const (
 	asleepTaken = 2
 )
 
-// sleepMapped is sleep for a mapped queue (no wptr polling); false: Preempt saved it.
-func (q *queue) sleepMapped() bool {
-	q.asleep.Store(asleepIdle)
+// sleepMapped is sleep for a mapped queue (no wptr polling) after it set asleep. false:
+// Preempt saved it, and the goroutine waited as the slot's spare until Map handed it next
+// (nil: a reset or Close ended the wait; the goroutine ends).
+func (q *queue) sleepMapped() (bool, *queue) {
 	if q.stopReq.Load() == 0 { // else a stop came before asleep was set: do not wait for it
 		<-q.wake
 	}
-	return q.asleep.CompareAndSwap(asleepIdle, 0)
+	for !q.asleep.CompareAndSwap(asleepIdle, 0) {
+		h := q.h
+		h.mu.Lock()
+		next, spare := q.next, h.spare == q
+		h.mu.Unlock()
+		if next != nil || !spare {
+			return false, next
+		}
+		<-q.wake // a stray wake (Release, a doorbell that raced the stop): still the spare
+	}
+	return true, nil
 }
 
 // Saved returns the image to continue slot's mapped queue from, once its goroutine has
@@ -352,7 +384,9 @@ func (c *CP) Release(slot int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.q.Load(); q != nil && q.mapped && q.stop != Running {
-		q.revoke() // it has stopped: this only makes sure it never acts again
+		if q.asleep.Load() != asleepTaken {
+			q.revoke() // it has stopped: this only makes sure it never acts again
+		} // else it is the spare, which never calls out and waits for the next Map
 		h.q.Store(nil)
 	}
 }

@@ -588,3 +588,41 @@ func TestProtectedFenceErrors(t *testing.T) {
 		})
 	}
 }
+
+// A Preempt of an idle mapped queue stops it before it returns; the next Map of the slot
+// runs on the stopped queue's goroutine (one goroutine per slot however often it switches),
+// and a reset ends that goroutine when no Map comes.
+func TestIdlePreemptAndSpareGoroutine(t *testing.T) {
+	r, _, _ := mapRig(t)
+	imgs := [2]cp.Image{ringImage(1), ringImage(2)}
+	rings := [2]*cptest.Ring{guestRing(r, 1), guestRing(r, 2)}
+	mustMap(t, r, 1, imgs[0])
+	for i := 0; i < 20; i++ {
+		cur := i & 1
+		w := rings[cur].Emit(cptest.WriteMem(dataBase+uint64(cur)*4, uint32(i)))
+		r.CP.Kick(1, w)
+		waitDone(t, r, 1, w)
+		r.CP.Preempt(1)
+		img, st := r.CP.Saved(1)
+		if st != cp.Preempted || img.Rptr != w {
+			t.Fatalf("switch %d: Saved right after Preempt of an idle queue: %v rptr %d, want preempted at %d", i, st, img.Rptr, w)
+		}
+		imgs[cur] = img
+		r.CP.Release(1)
+		mustMap(t, r, 1, imgs[1-cur])
+		if got := r.Mem.Load32(dataBase + uint64(cur)*4); got != uint32(i) {
+			t.Fatalf("switch %d: data %d", i, got)
+		}
+	}
+	waitDone(t, r, 1, rings[0].Wptr())
+	if live := r.CP.Stats().Live; live != 1 {
+		t.Errorf("%d goroutines after 20 switches of one slot, want 1", live)
+	}
+	r.CP.Preempt(1)
+	if _, st := r.CP.Saved(1); st != cp.Preempted {
+		t.Fatalf("last preemption: %v", st)
+	}
+	r.CP.Release(1)
+	r.CP.Reset() // the spare waits for no Map: the reset ends it
+	cptest.Eventually(t, "the spare goroutine to end", func() bool { return r.CP.Stats().Live == 0 })
+}

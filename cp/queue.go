@@ -65,6 +65,7 @@ type queue struct {
 	errAddr          uint64
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
 	saved            Image     // mapped queues: what Saved returns once stop != Running
+	next             *queue    // the queue Map handed this one's goroutine (it was h.spare)
 	// done: the goroutine can make no further call out (its stop was saved after its last
 	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
 	done bool
@@ -166,6 +167,15 @@ func (q *queue) current() bool { return q.h.q.Load() == q && !q.gate.revoked.Loa
 // run is the queue goroutine. It executes only inside a turn (turn.go) and gives the turn
 // back before every wait.
 func (q *queue) run() {
+	defer q.c.wg.Done()
+	for q != nil {
+		q = q.runActivation()
+	}
+}
+
+// runActivation runs one activation to its end; next is the mapped queue Map handed this
+// goroutine when it was its slot's spare (mapped.go), else nil.
+func (q *queue) runActivation() (next *queue) {
 	defer q.finish()
 	if q.initFault != nil {
 		if q.takeTurn(stopOnRevoke) {
@@ -195,12 +205,16 @@ func (q *queue) run() {
 				return
 			}
 			q.endTurn()
+			if q.mapped {
+				// Published before Idle is: a Preempt that sees the queue idle stops it itself.
+				q.asleep.Store(asleepIdle)
+			}
 			q.idleAt.Store(w + 1)
 			q.notify()
 			if !q.mapped {
 				q.sleep()
-			} else if !q.sleepMapped() {
-				return // a preemption saved the idle queue from outside (mapped.go)
+			} else if ok, handed := q.sleepMapped(); !ok {
+				return handed // a preemption saved the idle queue from outside (mapped.go)
 			}
 			q.idleAt.Store(0)
 			continue
@@ -270,7 +284,6 @@ func (q *queue) finish() {
 	if q.asleep.Load() != asleepTaken { // Preempt's caller knows of a stop Preempt took
 		q.notify() // a mapped queue stopped: after every lock and the turn are gone
 	}
-	q.c.wg.Done()
 }
 
 // exit ends the activation: a dequeue request makes it inactive; a halted queue stays active
