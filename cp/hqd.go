@@ -2,6 +2,7 @@ package cp
 
 import (
 	"fmt"
+	"slices"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,8 @@ type hqd struct {
 	// one and revoked ones still finishing), at most MaxLivePerSlot that may be inside a
 	// call out (stuck).
 	live []*queue
-	// spare is a mapped queue Preempt stopped while idle: its goroutine waits for Map to
-	// hand it the slot's next mapped queue (mapped.go), or for a reset to end it.
+	// spare is a preempted mapped queue whose goroutine, past its last call out, waits for
+	// Map to hand it the slot's next mapped queue (mapped.go), or for a reset to end it.
 	spare *queue
 }
 
@@ -299,7 +300,11 @@ func (h *hqd) ended(q *queue) {
 func (h *hqd) alive() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.live)
+	n := len(h.live)
+	if h.spare != nil && !slices.Contains(h.live, h.spare) {
+		n++ // a spare goroutine past its activation (mapped.go)
+	}
+	return n
 }
 
 // draining counts this slot's revoked activations that are still inside a turn.
@@ -351,7 +356,10 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 func (h *hqd) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spare = nil // its goroutine, revoked below with the others, ends
+	if s := h.spare; s != nil {
+		h.spare = nil
+		s.signal() // it ends (it may also be among live, revoked below)
+	}
 	for _, q := range h.live {
 		q.revoke()
 	}

@@ -307,23 +307,33 @@ const (
 )
 
 // sleepMapped is sleep for a mapped queue (no wptr polling) after it set asleep. false:
-// Preempt saved it, and the goroutine waited as the slot's spare until Map handed it next
-// (nil: a reset or Close ended the wait; the goroutine ends).
-func (q *queue) sleepMapped() (bool, *queue) {
+// Preempt saved it (the goroutine then ends the activation and waits as the slot's spare).
+func (q *queue) sleepMapped() bool {
 	if q.stopReq.Load() == 0 { // else a stop came before asleep was set: do not wait for it
 		<-q.wake
 	}
-	for !q.asleep.CompareAndSwap(asleepIdle, 0) {
-		h := q.h
+	return q.asleep.CompareAndSwap(asleepIdle, 0)
+}
+
+// awaitNext is the goroutine after an activation: a mapped queue that is its slot's spare
+// (preempted; it has made its last call out) waits for Map to hand it the slot's next mapped
+// queue, which it returns; nil (not the spare, or a reset or Close took that away): the
+// goroutine ends. Its wake channel is the next queue's too, so a wake meant for the old
+// queue is only a hint to the new one.
+func (q *queue) awaitNext() *queue {
+	if !q.mapped {
+		return nil
+	}
+	h := q.h
+	for {
 		h.mu.Lock()
 		next, spare := q.next, h.spare == q
 		h.mu.Unlock()
 		if next != nil || !spare {
-			return false, next
+			return next
 		}
-		<-q.wake // a stray wake (Release, a doorbell that raced the stop): still the spare
+		<-q.wake // a stray wake (a doorbell that raced the stop): still the spare
 	}
-	return true, nil
 }
 
 // Saved returns the image to continue slot's mapped queue from, once its goroutine has
@@ -384,9 +394,9 @@ func (c *CP) Release(slot int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.q.Load(); q != nil && q.mapped && q.stop != Running {
-		if q.asleep.Load() != asleepTaken {
+		if h.spare != q {
 			q.revoke() // it has stopped: this only makes sure it never acts again
-		} // else it is the spare, which never calls out and waits for the next Map
+		} // else its goroutine, past its last call out, waits for the next Map
 		h.q.Store(nil)
 	}
 }

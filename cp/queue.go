@@ -169,13 +169,13 @@ func (q *queue) current() bool { return q.h.q.Load() == q && !q.gate.revoked.Loa
 func (q *queue) run() {
 	defer q.c.wg.Done()
 	for q != nil {
-		q = q.runActivation()
+		q.runActivation()
+		q = q.awaitNext() // a preempted mapped queue's goroutine may run the slot's next one
 	}
 }
 
-// runActivation runs one activation to its end; next is the mapped queue Map handed this
-// goroutine when it was its slot's spare (mapped.go), else nil.
-func (q *queue) runActivation() (next *queue) {
+// runActivation runs one activation to its end.
+func (q *queue) runActivation() {
 	defer q.finish()
 	if q.initFault != nil {
 		if q.takeTurn(stopOnRevoke) {
@@ -213,8 +213,8 @@ func (q *queue) runActivation() (next *queue) {
 			q.notify()
 			if !q.mapped {
 				q.sleep()
-			} else if ok, handed := q.sleepMapped(); !ok {
-				return handed // a preemption saved the idle queue from outside (mapped.go)
+			} else if !q.sleepMapped() {
+				return // a preemption saved the idle queue from outside (mapped.go)
 			}
 			q.idleAt.Store(0)
 			continue
@@ -295,6 +295,9 @@ func (q *queue) exit() {
 	defer q.h.mu.Unlock()
 	if q.mapped {
 		q.saveLocked() // mapped.go
+		if q.stop == Preempted && q.h.spare == nil && q.h.q.Load() == q && !q.c.closed.Load() {
+			q.h.spare = q // past its last call out: the goroutine may run the next Map
+		}
 		return
 	}
 	if q.stopped.Load() {
