@@ -2,8 +2,8 @@ package cp
 
 import (
 	"fmt"
-	"slices"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
