@@ -34,6 +34,9 @@ type hqd struct {
 	// spare is a preempted mapped queue whose goroutine, past its last call out, waits for
 	// Map to hand it the slot's next mapped queue (mapped.go), or for a reset to end it.
 	spare *queue
+	// pending is the mapped queue Map handed the spare's goroutine, which has not picked it
+	// up yet (an idle one is picked up at its first wake); it is not in live until then.
+	pending *queue
 }
 
 // maxVMID: HQD_VMID must fit the 4-bit VMID fields of IVs and IBs.
@@ -356,6 +359,7 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 func (h *hqd) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.pending = nil // never ran: nothing to stop
 	if s := h.spare; s != nil {
 		h.spare = nil
 		s.signal() // it ends (it may also be among live, revoked below)

@@ -197,11 +197,10 @@ func (c *CP) Map(slot int, img Image) error {
 	}
 	spare := h.spare
 	if spare != nil {
-		// The spare's goroutine will run q: it takes over its channels and timer. A stray
-		// wake meant for the spare (a stale pointer's signal) is only a hint to q, and the
-		// spare is in no turn queue, so no grant is in flight.
-		q.wake, q.grant, q.timer = spare.wake, spare.grant, spare.timer
-		spare.timer = nil
+		// The spare's goroutine will run q: q takes over its channels. A stray wake meant
+		// for the spare (a stale pointer's signal) is only a hint to q, and the spare is in
+		// no turn queue, so no grant is in flight.
+		q.wake, q.grant = spare.wake, spare.grant
 	} else {
 		q.wake, q.grant = make(chan struct{}, 1), make(chan struct{}, 1)
 	}
@@ -225,14 +224,24 @@ func (c *CP) Map(slot int, img Image) error {
 		old.revoke() // a stopped register queue; its goroutine may still be finishing
 	}
 	h.q.Store(q)
-	h.live = append(h.live, q)
+	if e.Progress == 0 && !e.WaitWritten && img.Rptr == img.Wptr {
+		// Idle: it starts as if its goroutine had gone to sleep, so neither a switch to it
+		// nor a Preempt of it needs that goroutine to run (and Notify reports no idleness).
+		q.asleep.Store(asleepIdle)
+		q.idleAt.Store(img.Wptr + 1)
+	}
 	if spare != nil {
-		// The goroutine of the queue Preempt stopped idle here runs this one: no goroutine
-		// to start, none to end.
-		h.spare, spare.next = nil, q
-		spare.signal()
+		// The goroutine of the queue preempted here runs this one (awaitNext): no goroutine
+		// to start, none to end. An idle queue needs no wake: its first kick (or stop) wakes
+		// the goroutine. It replaces a pending one that never ran (it was preempted, or
+		// killed, and released: nothing of it is left to run).
+		h.pending = q
+		if q.asleep.Load() == 0 {
+			spare.signal()
+		}
 		return nil
 	}
+	h.live = append(h.live, q)
 	c.wg.Add(1)
 	go q.run()
 	return nil
@@ -281,7 +290,11 @@ func (c *CP) Preempt(slot int) {
 		taken := q.stop == Running && q.stopReq.Load() == stopPreempt && q.asleep.CompareAndSwap(asleepIdle, asleepTaken)
 		if taken {
 			q.saveLocked()
-			h.spare = q
+			if h.pending == q {
+				h.pending = nil // it never ran: the spare goroutine is still the slot's
+			} else {
+				h.spare = q // its goroutine, asleep, becomes the spare
+			}
 		}
 		h.mu.Unlock()
 		if taken {
@@ -327,11 +340,17 @@ func (q *queue) awaitNext() *queue {
 	h := q.h
 	for {
 		h.mu.Lock()
-		next, spare := q.next, h.spare == q
-		h.mu.Unlock()
-		if next != nil || !spare {
+		if h.spare != q { // a reset or Close
+			h.mu.Unlock()
+			return nil
+		}
+		if next := h.pending; next != nil {
+			h.spare, h.pending = nil, nil
+			h.live = append(h.live, next)
+			h.mu.Unlock()
 			return next
 		}
+		h.mu.Unlock()
 		<-q.wake // a stray wake (a doorbell that raced the stop): still the spare
 	}
 }
@@ -385,7 +404,8 @@ func (q *queue) killLocked() {
 
 // Release forgets slot's stopped mapped queue: the slot is Empty again (ACTIVE reads 0, the
 // HQD registers read what the register path programmed) and may be mapped. A running queue
-// is not released (Preempt or Kill it first).
+// is not released (Preempt or Kill it first). A stopped queue has made its last call out
+// (or was revoked by Kill); its goroutine, if it is the slot's spare, stays for the next Map.
 func (c *CP) Release(slot int) {
 	if slot < 0 || slot >= NumSlots {
 		return
@@ -394,9 +414,9 @@ func (c *CP) Release(slot int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.q.Load(); q != nil && q.mapped && q.stop != Running {
-		if h.spare != q {
-			q.revoke() // it has stopped: this only makes sure it never acts again
-		} // else its goroutine, past its last call out, waits for the next Map
+		if !q.done {
+			q.revoke() // not reached (a stop is saved or killed): only to be sure it never acts
+		}
 		h.q.Store(nil)
 	}
 }

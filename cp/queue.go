@@ -65,7 +65,6 @@ type queue struct {
 	errAddr          uint64
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
 	saved            Image     // mapped queues: what Saved returns once stop != Running
-	next             *queue    // the queue Map handed this one's goroutine (it was h.spare)
 	// done: the goroutine can make no further call out (its stop was saved after its last
 	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
 	done bool
@@ -184,6 +183,9 @@ func (q *queue) runActivation() {
 		return
 	}
 	defer q.exit()
+	if q.asleep.Load() != 0 && !q.asleep.CompareAndSwap(asleepIdle, 0) {
+		return // mapped idle (mapped.go), and Preempt stopped it before it ever ran
+	}
 	ring := &q.streams[0] // set up by activate or Map
 	for {
 		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
