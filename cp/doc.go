@@ -145,8 +145,8 @@
 // moves only the rest — a fixed source is read again); a wait for a turn; idleness. A
 // running dispatch finishes first; the endless kernel never does, which is how the
 // scheduler sees a hang: only Kill stops it. An idle queue is stopped by Preempt itself (its
-// goroutine publishes its state when it goes to sleep, atomically), so Saved has the image
-// as soon as Preempt returns and no Notify follows. Saved returns the image and how the
+// goroutine publishes its state atomically before it shows Idle and sleeps), so Saved has
+// the image as soon as Preempt returns and no Notify follows. Saved returns the image and how the
 // queue ended: Preempted (the image continues it exactly, in any slot), Halted (Error and
 // ErrorAddr set; the image points at the bad packet; Map refuses it), Killed (Kill,
 // DEQUEUE_RESET: configuration and published pointers only), Running while the goroutine
@@ -177,11 +177,16 @@
 // it saves its wptr after it reads ACTIVE 0, so the doorbell either is in the saved image or
 // counts as a miss (false, Stats.DoorbellMisses) for the scheduler to handle.
 //
-// A switch (Preempt of an idle queue, Saved, Release, Map) costs one queue struct and one
-// goroutine: fetch buffers and DMA chunk buffers are pooled across activations, the queue's
-// timer is created on first use, and a mapped queue whose stop was saved — past its last
-// call out, ending on its own — does not count against MaxLivePerSlot
-// (BenchmarkSwitch measures it beside 20 WRITE_DATA packets).
+// A switch (Preempt, Saved, Release, Map) costs one queue struct and no goroutine: a
+// preempted mapped queue's goroutine, past its last call out, stays as its slot's spare and
+// runs the slot's next mapped queue (which takes over its wake and grant channels; a stray
+// wake is only a hint), until a reset or Close ends it; a queue mapped into another slot
+// starts a goroutine. An idle image (Rptr == Wptr, no Progress or WaitWritten) is mapped as
+// if its goroutine had gone to sleep: QueueStats.Idle at once, no Notify for that, and the
+// spare is woken only by the queue's first kick (or stop). Fetch and DMA buffers are pooled
+// across activations, the queue's timer is created on first use, and saved queues do not
+// count against MaxLivePerSlot (which bounds goroutines that may be inside a call out).
+// BenchmarkSwitch measures a switch beside 20 one-dword WRITE_DATA packets.
 //
 // # Resets and the generation contract
 //
