@@ -260,6 +260,65 @@ func BenchmarkSwitch(b *testing.B) {
 			}
 		}
 	})
+	b.Run("switch-busy", func(b *testing.B) {
+		// Each queue runs one WRITE_DATA between switches: the switch then includes waking
+		// the slot's goroutine for the queue mapped in (and the packet: ~1/20 of the bound).
+		woke := make(chan struct{}, 1)
+		r := cptest.NewRig(b, 4<<20, func(c *cp.Config) {
+			c.Notify = func(int) {
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			}
+		})
+		const slot, step = 1, 8 // WRITE_DATA (5 dwords) + NOP (3): 256 steps a 2048-dword ring
+		imgs := [2]cp.Image{}
+		for k := range imgs {
+			qc := cptest.QueueConfig{Base: uint64(0x10000 + k*0x8000), QueueSize: 10}
+			ring := r.NewRing(slot, qc)
+			for ring.Wptr() < ring.Size {
+				ring.Emit(cptest.WriteMem(0x100000+uint64(k)*4, uint32(k+1)), cptest.Nop(3))
+			}
+			imgs[k] = cp.Image{Base: qc.Base, Control: 10 << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT}
+		}
+		stuck := time.NewTimer(time.Minute)
+		defer stuck.Stop()
+		wait := func(done func() bool) {
+			for !done() {
+				select {
+				case <-woke:
+				case <-stuck.C:
+					b.Fatal("the slot did not switch")
+				}
+			}
+		}
+		if err := r.CP.Map(slot, imgs[0]); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			cur := i & 1
+			w := imgs[cur].Wptr + step
+			r.CP.Kick(slot, w)
+			wait(func() bool { q := r.CP.Queue(slot); return q.Idle && q.Rptr == w })
+			r.CP.Preempt(slot)
+			var st cp.StopState
+			wait(func() bool { imgs[cur], st = r.CP.Saved(slot); return st != cp.Running })
+			if st != cp.Preempted || imgs[cur].Rptr != w {
+				b.Fatalf("stopped as %v at %d, want preempted at %d", st, imgs[cur].Rptr, w)
+			}
+			r.CP.Release(slot)
+			if err := r.CP.Map(slot, imgs[1-cur]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if r.Mem.Load32(0x100000) != 1 || b.N > 1 && r.Mem.Load32(0x100004) != 2 {
+			b.Fatal("the queues' packets did not run")
+		}
+	})
 	b.Run("writedata20", func(b *testing.B) {
 		benchWriteData(b, 20*b.N) // ns/op: 20 packets
 	})
