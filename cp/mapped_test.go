@@ -623,6 +623,20 @@ func TestIdlePreemptAndSpareGoroutine(t *testing.T) {
 		t.Fatalf("last preemption: %v", st)
 	}
 	r.CP.Release(1)
-	r.CP.Reset() // the spare waits for no Map: the reset ends it
+	// An idle queue handed to the spare and killed before it ever ran.
+	mustMap(t, r, 1, ringImage(3))
+	if !r.CP.Queue(1).Idle || r.ReadHQD(1, abi.REG_HQD_ACTIVE) != 1 {
+		t.Errorf("an idle mapped queue: %+v", r.CP.Queue(1))
+	}
+	r.CP.Kill(1)
+	if _, st := r.CP.Saved(1); st != cp.Killed {
+		t.Fatalf("Kill of a queue that never ran: %v", st)
+	}
+	r.CP.Release(1)
+	mustMap(t, r, 1, ringImage(3))
+	r.CP.Reset() // the spare (and the queue it never picked up) wait for no Map: the reset ends them
+	if _, st := r.CP.Saved(1); st != cp.Empty {
+		t.Errorf("after Reset: %v", st)
+	}
 	cptest.Eventually(t, "the spare goroutine to end", func() bool { return r.CP.Stats().Live == 0 })
 }
