@@ -169,6 +169,12 @@
 // file — are ignored (Stats.IgnoredWrites, rate-limited log), reads still show the live
 // queue. Reset clears it; CP_ENGINE_RESET does not.
 //
+// Map, Preempt, Saved, Kill, Release and SetOwned never block on a queue goroutine and never
+// call out: they take the slot's mutex briefly (lock order: after the device lock and the
+// engine-reset mutex, like the register path) or none (Kick, SetOwned), so the scheduler
+// may call them from its own goroutine with its own lock held, as long as Notify does not
+// wait for that lock.
+//
 // Config.Notify(slot) is the scheduler's wake-up: called from the queue goroutine, with no
 // cp lock and no turn held, whenever a mapped queue stops (preempted, halted, killed — except
 // a stop Preempt made itself), goes idle (rptr caught up with wptr) or parks in a
