@@ -466,6 +466,17 @@ func TestOwnedSlotsAndReset(t *testing.T) {
 		t.Fatal("Quiesce")
 	}
 	mustMap(t, r, 3, ringImage(3))
+	// CP_ENGINE_RESET empties the engine's mapped slots too, and leaves the ownership.
+	r.CP.SetOwned(1 << 3)
+	r.CP.EngineReset(cp.EngineCompute)
+	if _, st := r.CP.Saved(3); st != cp.Empty || r.ReadHQD(3, abi.REG_HQD_ACTIVE) != 0 {
+		t.Errorf("slot 3 after CP_ENGINE_RESET: %v", st)
+	}
+	r.WriteHQD(3, abi.REG_HQD_PQ_BASE_LO, 0x8000)
+	if got := r.ReadHQD(3, abi.REG_HQD_PQ_BASE_LO); got == 0x8000 {
+		t.Error("CP_ENGINE_RESET cleared the ownership")
+	}
+	cptest.Eventually(t, "the engine reset to complete", func() bool { return r.CP.Stats().EngineResetBusy == 0 })
 }
 
 // Map refuses every malformed image with a named error and leaves the slot as it was.
