@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"vgpu/abi"
+	"vgpu/cp"
 	"vgpu/cp/cptest"
 )
 
@@ -18,6 +19,13 @@ import (
 // it; a last, partial lap makes the total exactly b.N. It checks the packet count, the IVs
 // and what the writes left in memory.
 func BenchmarkWriteData1(b *testing.B) {
+	elapsed := benchWriteData(b, b.N)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "packets/s") // ns/op is ns per packet
+}
+
+// benchWriteData runs total one-dword WRITE_DATA packets (BenchmarkWriteData1's stream),
+// checks them and returns the time they took.
+func benchWriteData(b *testing.B, total int) time.Duration {
 	const (
 		qs      = 16 // 2^17 dwords = 512 KiB
 		ringVA  = 0x100000
@@ -36,7 +44,7 @@ func BenchmarkWriteData1(b *testing.B) {
 	ring.Fence(fenceVA, 1, 0, true)
 	ring.Nop(int(ring.Size - ring.Wptr()))
 	lap := perLap + 2 // packets per full lap
-	full, rest := b.N/lap, b.N%lap
+	full, rest := total/lap, total%lap
 	ivs := full
 	b.ResetTimer()
 	start := time.Now()
@@ -61,7 +69,6 @@ func BenchmarkWriteData1(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	total := b.N
 	if got := r.CP.Stats().Packets; got != uint64(total) {
 		b.Fatalf("%d packets executed, want %d", got, total)
 	}
@@ -80,7 +87,7 @@ func BenchmarkWriteData1(b *testing.B) {
 			b.Fatalf("data slot %d holds %d", j, v)
 		}
 	}
-	b.ReportMetric(float64(total)/elapsed.Seconds(), "packets/s") // ns/op is ns per packet
+	return elapsed
 }
 
 // BenchmarkDMADataCopy measures DMA_DATA copies (through the in-memory Memory, 64 KiB
@@ -189,4 +196,130 @@ func BenchmarkWakeLatency(b *testing.B) {
 			b.ReportMetric(float64(s.Packets-start.Packets)/window.Seconds(), "cp-packets/s")
 		})
 	}
+}
+
+// BenchmarkSwitch measures one switch of a slot between two mapped queues as the scheduler
+// makes it — Preempt, wait for the stop (Notify), Saved, Release, Map of the other queue,
+// wait until it is running (idle, Notify) — beside the same run's cost of 20 one-dword
+// WRITE_DATA packets (BenchmarkWriteData1's stream), the bound for a switch. Each
+// queue carries execution state (user data, a fence value) that must survive every switch.
+func BenchmarkSwitch(b *testing.B) {
+	b.Run("switch", func(b *testing.B) {
+		woke := make(chan struct{}, 1)
+		r := cptest.NewRig(b, 4<<20, func(c *cp.Config) {
+			c.Notify = func(int) {
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			}
+		})
+		const slot = 1
+		imgs := [2]cp.Image{}
+		for k := range imgs {
+			base := uint64(0x10000 + k*0x8000)
+			imgs[k] = cp.Image{Base: base, Control: 10 << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT, Rptr: 100, Wptr: 100}
+			imgs[k].Exec.UserData[3], imgs[k].Exec.Fence = uint32(k+1), uint64(k+7)
+		}
+		// One watchdog for the whole run: a timer per wait would cost more than the switch.
+		stuck := time.NewTimer(time.Minute)
+		defer stuck.Stop()
+		wait := func(done func() bool) {
+			for !done() {
+				select {
+				case <-woke:
+				case <-stuck.C:
+					b.Fatal("the slot did not switch")
+				}
+			}
+		}
+		if err := r.CP.Map(slot, imgs[0]); err != nil {
+			b.Fatal(err)
+		}
+		wait(func() bool { return r.CP.Queue(slot).Idle })
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			cur := i & 1
+			r.CP.Preempt(slot)
+			var st cp.StopState
+			wait(func() bool { imgs[cur], st = r.CP.Saved(slot); return st != cp.Running })
+			if st != cp.Preempted {
+				b.Fatalf("stopped as %v", st)
+			}
+			r.CP.Release(slot)
+			if err := r.CP.Map(slot, imgs[1-cur]); err != nil {
+				b.Fatal(err)
+			}
+			wait(func() bool { return r.CP.Queue(slot).Idle })
+		}
+		b.StopTimer()
+		for k, img := range imgs {
+			if img.Exec.UserData[3] != uint32(k+1) || img.Exec.Fence != uint64(k+7) || img.Rptr != 100 {
+				b.Fatalf("queue %d lost its state: %+v", k, img)
+			}
+		}
+	})
+	b.Run("switch-busy", func(b *testing.B) {
+		// Each queue runs one WRITE_DATA between switches: the switch then includes waking
+		// the slot's goroutine for the queue mapped in (and the packet: ~1/20 of the bound).
+		woke := make(chan struct{}, 1)
+		r := cptest.NewRig(b, 4<<20, func(c *cp.Config) {
+			c.Notify = func(int) {
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			}
+		})
+		const slot, step = 1, 8 // WRITE_DATA (5 dwords) + NOP (3): 256 steps a 2048-dword ring
+		imgs := [2]cp.Image{}
+		for k := range imgs {
+			qc := cptest.QueueConfig{Base: uint64(0x10000 + k*0x8000), QueueSize: 10}
+			ring := r.NewRing(slot, qc)
+			for ring.Wptr() < ring.Size {
+				ring.Emit(cptest.WriteMem(0x100000+uint64(k)*4, uint32(k+1)), cptest.Nop(3))
+			}
+			imgs[k] = cp.Image{Base: qc.Base, Control: 10 << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT}
+		}
+		stuck := time.NewTimer(time.Minute)
+		defer stuck.Stop()
+		wait := func(done func() bool) {
+			for !done() {
+				select {
+				case <-woke:
+				case <-stuck.C:
+					b.Fatal("the slot did not switch")
+				}
+			}
+		}
+		if err := r.CP.Map(slot, imgs[0]); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			cur := i & 1
+			w := imgs[cur].Wptr + step
+			r.CP.Kick(slot, w)
+			wait(func() bool { q := r.CP.Queue(slot); return q.Idle && q.Rptr == w })
+			r.CP.Preempt(slot)
+			var st cp.StopState
+			wait(func() bool { imgs[cur], st = r.CP.Saved(slot); return st != cp.Running })
+			if st != cp.Preempted || imgs[cur].Rptr != w {
+				b.Fatalf("stopped as %v at %d, want preempted at %d", st, imgs[cur].Rptr, w)
+			}
+			r.CP.Release(slot)
+			if err := r.CP.Map(slot, imgs[1-cur]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if r.Mem.Load32(0x100000) != 1 || b.N > 1 && r.Mem.Load32(0x100004) != 2 {
+			b.Fatal("the queues' packets did not run")
+		}
+	})
+	b.Run("writedata20", func(b *testing.B) {
+		benchWriteData(b, 20*b.N) // ns/op: 20 packets
+	})
 }

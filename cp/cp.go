@@ -60,7 +60,7 @@ func New(cfg Config) *CP {
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
 		notifyFn: cfg.Notify,
-		quiet: make(chan struct{}, 1),
+		quiet:    make(chan struct{}, 1),
 	}
 	if c.limiter == nil {
 		c.limiter = ratelog.New(cfg.Log, 0, 0) // a nil Log discards

@@ -114,6 +114,86 @@
 // queue stays ACTIVE (STATE HALTED) until a dequeue request: DRAIN makes it IDLE keeping the
 // error, RESET clears it.
 //
+// # Mapped queues (MES)
+//
+// The scheduler (package mes) runs queues whose descriptors live in memory on the slots it
+// owns, through a Go API instead of HQD registers (mapped.go). Map(slot, Image) starts a
+// queue from an image — ring configuration (VMID, base, PQ_CONTROL, rptr report, doorbell
+// control, protected fence address and its IV's doorbell offset), monotonic Rptr/Wptr and
+// an ExecState — into a slot that has no live queue and no unreleased mapped one. The image
+// is validated as ACTIVE=1 validates the ring, plus: VMID ≤ 15, Rptr ≤ Wptr ≤ Rptr + ring
+// size, Level ≤ IBMaxDepth with each IB dword aligned, within IB_SIZE, Pos ≤ Size, not
+// wrapping and in its parent stream's VMID when that is a process's (a process never leaves
+// its address space), IBCount ≤ MaxIBExpansions, Progress a dword count below 2^26 and,
+// with WaitWritten, only with a packet at the position, the fence qword aligned, no Error. A
+// bad image is ErrBadImage wrapped with the reason (others: ErrBadSlot, ErrSlotBusy,
+// ErrSlotDraining, ErrClosed); the slot stays as it was. Map never blocks and never calls
+// Memory; the queue goroutine starts at the image's stream, position, IB stack, IB count
+// and user data. Ring-id and slot dependent things (IVs, the memory client, fault reports)
+// follow the new slot. Mapped queues do not poll a wptr: it arrives by doorbell (routed by
+// DoorbellControl as for any queue) or Kick, and only moves forward (max of the current and
+// the delivered value).
+//
+// Preempt asks the queue to stop at its next preemption point, without blocking: a packet
+// boundary at any IB level (unlike DEQUEUE_DRAIN, the IB stack is kept); a parked
+// WAIT_REG_MEM (rptr stays on it; it is evaluated again on resume, and an OPERATION 1 whose
+// reference was written records WaitWritten so the write is not repeated); a retry-fault
+// wait (the packet is replayed from its start on resume: what it did before the fault it
+// does again with the same data — rewrites, cache actions — and its IV comes after every
+// access); between the pieces of a DMA_DATA
+// (64 KiB, or 2 MiB through a Copier; Progress records the bytes done and the resumed packet
+// moves only the rest — a fixed source is read again); a wait for a turn; idleness. A
+// running dispatch finishes first; the endless kernel never does, which is how the
+// scheduler sees a hang: only Kill stops it. An idle queue is stopped by Preempt itself (its
+// goroutine publishes its state atomically before it shows Idle and sleeps), so Saved has
+// the image as soon as Preempt returns and no Notify follows. Saved returns the image and how the
+// queue ended: Preempted (the image continues it exactly, in any slot), Halted (Error and
+// ErrorAddr set; the image points at the bad packet; Map refuses it), Killed (Kill,
+// DEQUEUE_RESET: configuration and published pointers only), Running while the goroutine
+// has not stopped, Empty without a mapped queue. Progress and WaitWritten belong to the
+// packet at the image's position: a resumed stream whose first packet is not a DMA_DATA but
+// has a Progress halts with CP_ERROR_BAD_PACKET. Kill stops the queue at once, as
+// DEQUEUE_RESET, the endless kernel too: its activation is revoked (no further call out) and
+// Saved reports Killed before Kill returns. Release forgets a stopped mapped queue (it
+// revokes it, to be sure): the slot is Empty, ACTIVE reads 0, and Map may use it again.
+//
+// While mapped, a queue is an ordinary activation: rptr reports, halts with their IVs and
+// log lines, the gate and its revocation, Reset, CP_ENGINE_RESET, Quiesce and Close all
+// apply (after Reset or an engine reset its slots are Empty). A halted mapped queue shows
+// HALTED (ACTIVE 1) until Release; a preempted or killed one reads ACTIVE 0. Its HQD
+// registers read back the live queue (ACTIVE, RPTR, WPTR, STATUS, FENCES, ERROR_*, and the
+// image's VMID, PQ_BASE, PQ_CONTROL, RPTR_REPORT_ADDR, DOORBELL_CONTROL; the wptr-poll
+// registers read 0). A DEQUEUE_REQUEST written to a slot MES does not own preempts (DRAIN)
+// or kills (RESET) its mapped queue. SetOwned(mask) names the slots MES owns: HQD register
+// writes to them from the register path — the driver's MMIO or packets through the register
+// file — are ignored (Stats.IgnoredWrites, rate-limited log), reads still show the live
+// queue. Reset clears it; CP_ENGINE_RESET does not.
+//
+// Map, Preempt, Saved, Kill, Release and SetOwned never block on a queue goroutine and never
+// call out: they take the slot's mutex briefly (lock order: after the device lock and the
+// engine-reset mutex, like the register path) or none (Kick, SetOwned), so the scheduler
+// may call them from its own goroutine with its own lock held, as long as Notify does not
+// wait for that lock.
+//
+// Config.Notify(slot) is the scheduler's wake-up: called from the queue goroutine, with no
+// cp lock and no turn held, whenever a mapped queue stops (preempted, halted, killed — except
+// a stop Preempt made itself), goes idle (rptr caught up with wptr) or parks in a
+// WAIT_REG_MEM or a retry-fault wait (once per wait). It must not block. Doorbell reports
+// whether a running queue took the value; a mapped queue that stops while a doorbell races
+// it saves its wptr after it reads ACTIVE 0, so the doorbell either is in the saved image or
+// counts as a miss (false, Stats.DoorbellMisses) for the scheduler to handle.
+//
+// A switch (Preempt, Saved, Release, Map) costs one queue struct and no goroutine: a
+// preempted mapped queue's goroutine, past its last call out, stays as its slot's spare and
+// runs the slot's next mapped queue (which takes over its wake and grant channels; a stray
+// wake is only a hint), until a reset or Close ends it; a queue mapped into another slot
+// starts a goroutine. An idle image (Rptr == Wptr, no Progress or WaitWritten) is mapped as
+// if its goroutine had gone to sleep: QueueStats.Idle at once, no Notify for that, and the
+// spare is woken only by the queue's first kick (or stop). Fetch and DMA buffers are pooled
+// across activations, the queue's timer is created on first use, and saved queues do not
+// count against MaxLivePerSlot (which bounds goroutines that may be inside a call out).
+// BenchmarkSwitch measures a switch beside 20 one-dword WRITE_DATA packets.
+//
 // # Resets and the generation contract
 //
 // Each activation has a gate (gate.go). A goroutine calls out — Memory (Read, Write, CacheOp,
@@ -199,11 +279,20 @@
 //     groups*KERNEL_GROUP_DWORDS dwords at USER_DATA_1/2; COPY copies as many from USER_DATA_3/4;
 //     INCREMENT adds the group count to the dword at USER_DATA_1/2; ENDLESS never finishes
 //     (STATE BUSY_KERNEL until DEQUEUE_RESET). KERNEL_NONE or unknown: CP_ERROR_BAD_PACKET.
+//   - PROTECTED_FENCE_SIGNAL (PM4_IT_PROTECTED_FENCE_SIGNAL, COUNT 0, its one payload
+//     dword reserved: else CP_ERROR_RESERVED_BITS): only on a mapped queue with a fence
+//     address (else CP_ERROR_BAD_PACKET). It writes the 64-bit ring rptr just after the
+//     packet (monotonic dwords; inside an IB, the ring's position after the IB's packet) to
+//     the fence address in the queue's VMID with the kernel's privilege
+//     (engine.Access.Privileged: a read-only page of the process is written; every other
+//     write of the queue to it faults), bypassing L2 after Memory.FenceCheck, counted in
+//     HQD_FENCES; then an IV {IH_CLIENT_GRBM_CP, IH_SRC_CP_EOP, ring id, VMID, Data[0] = the
+//     image's DoorbellOffset}. The value is kept in ExecState.Fence.
 //   - Anything else, and type-0/type-1 packets: CP_ERROR_BAD_OPCODE.
 //
 // Reserved fields checked (CP_ERROR_RESERVED_BITS): header [7:2]; SET_CONFIG/UCONFIG_REG DW1
 // [27:16]; SET_SH_REG DW1 [22:16]; WRITE_DATA DW1 [7:0] and [15:12]; register operands
-// [31:18]; ACQUIRE_MEM GCR_CNTL [31:19]; PFP_SYNC_ME's payload.
+// [31:18]; ACQUIRE_MEM GCR_CNTL [31:19]; PFP_SYNC_ME's and PROTECTED_FENCE_SIGNAL's payload.
 //
 // # Errors
 //
@@ -235,7 +324,8 @@
 // (COUNT+2 ≤ the ring, ≤ the rest of the IB), IB depth (IBMaxDepth) and IB starts per
 // submission (Config.MaxIBExpansions, default DefaultMaxIBExpansions), DMA_DATA bytes (the
 // 26-bit field), dispatch size (MaxDispatchGroups), pending work (wptr - rptr ≤ ring size),
-// the wait re-check rate (10 µs .. 1 ms), the execution turn (Config.TurnBudget) and the
-// goroutines of one slot (MaxLivePerSlot). Long packets move data in 64 KiB chunks so a reset
+// the wait re-check rate (10 µs .. 1 ms), the execution turn (Config.TurnBudget), the
+// goroutines of one slot that may be inside a call out (MaxLivePerSlot), and every field of a
+// mapped queue's image (Map). Long packets move data in 64 KiB chunks so a reset
 // is honoured promptly.
 package cp

@@ -2,6 +2,7 @@ package cp_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -191,4 +192,157 @@ func fuzzReset(t *testing.T, r *cptest.Rig) {
 	r.Mem.Reset()
 	r.Regs.Reset()
 	r.IVs.Reset()
+}
+
+// mapInput decodes a fuzz input into an image: mostly plausible values (the fuzz world's
+// ring and data, small IBs) unless a flag bit asks for raw ones, so both Map's refusals and
+// the execution of accepted images are explored. The bytes after the image are the memory
+// from fuzzRing.
+type mapInput struct {
+	b   []byte
+	off int
+}
+
+func (m *mapInput) u8() uint8 {
+	if m.off >= len(m.b) {
+		return 0
+	}
+	m.off++
+	return m.b[m.off-1]
+}
+
+func (m *mapInput) u64() uint64 {
+	var v uint64
+	for i := 0; i < 8; i++ {
+		v |= uint64(m.u8()) << (8 * i)
+	}
+	return v
+}
+
+func (m *mapInput) image() cp.Image {
+	flags := uint32(m.u8()) | uint32(m.u8())<<8
+	raw := func(bit uint) bool { return flags&(1<<14) != 0 && flags&(1<<bit) != 0 } // bit 14: any raw field
+	img := cp.Image{Base: fuzzRing, ReportAddr: fuzzReport}
+	qs := uint32(m.u8()%4 + 5)
+	img.Control = qs << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
+	if raw(0) {
+		img.Base = m.u64()
+	}
+	if raw(1) {
+		img.Control = uint32(m.u64())
+	}
+	img.VMID = int(m.u8() % 17)
+	if raw(2) {
+		img.ReportAddr = m.u64()
+	}
+	img.DoorbellControl = uint32(m.u64())
+	if raw(3) {
+		img.FenceAddr = m.u64()
+	} else if m.u8()&1 != 0 {
+		img.FenceAddr = fuzzData + uint64(m.u8())*8
+	}
+	size := uint64(1) << (qs + 1)
+	img.Rptr = uint64(m.u8()) << (m.u8() % 40)
+	img.Wptr = img.Rptr + uint64(m.u8())%(size+2)
+	if raw(4) {
+		img.Rptr, img.Wptr = m.u64(), m.u64()
+	}
+	e := &img.Exec
+	e.Level = int(m.u8()%4) - int(flags>>15) // -1 with the top flag
+	parent := img.VMID
+	for i := range e.IB {
+		ib := &e.IB[i]
+		ib.Base = fuzzData + uint64(m.u8())*16
+		ib.Size = uint64(m.u8() % 64)
+		ib.Pos = uint64(m.u8()) % (ib.Size + 2)
+		ib.VMID = parent
+		if raw(5) {
+			ib.Base, ib.Size, ib.Pos, ib.VMID = m.u64(), m.u64()%(1<<21), m.u64()%(1<<21), int(m.u8()%17)
+		}
+		if ib.VMID == 0 && parent == 0 {
+			ib.VMID = int(m.u8() % 16)
+		}
+		parent = ib.VMID
+	}
+	e.IBCount = int(m.u8() % 6)
+	if raw(6) {
+		e.Progress = m.u64() % (1 << 27)
+	} else {
+		e.Progress = uint64(m.u8()) * (16 << 10) % (1 << 20)
+	}
+	e.WaitWritten = raw(7)
+	for i := range e.UserData {
+		if raw(8) {
+			e.UserData[i] = uint32(m.u64())
+		}
+	}
+	e.UserData[0] = uint32(m.u8() % 6)
+	e.Fence = m.u64()
+	if raw(9) {
+		img.Error = uint32(m.u8())
+	}
+	img.DoorbellOffset = uint32(m.u8())
+	return img
+}
+
+// FuzzMapImage maps arbitrary images: Map never panics and refuses a bad image with
+// ErrBadImage; an accepted one runs bounded (as FuzzRing's queue: it settles), a Preempt
+// stops it unless it is in the endless kernel, which Kill stops; a preempted queue's saved
+// image is always accepted again, in another slot, and can be killed there.
+func FuzzMapImage(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, cptest.WriteMem(fuzzData, 1, 2), cptest.DMAFill(fuzzData+64, 7, 0x800)), nil)...))
+	f.Add(append([]byte{0x80, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 20, 2, 5, 8, 2, 9, 9, 1}, make([]byte, 64)...))
+	f.Add(append([]byte{0xFF, 0xFF}, make([]byte, 200)...))
+	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), cptest.DispatchDirect(1, 1, 1)), nil)...))
+
+	r := cptest.NewRig(f, fuzzMem, func(c *cp.Config) { c.MaxIBExpansions = 4 })
+	f.Fuzz(func(t *testing.T, in []byte) {
+		defer fuzzReset(t, r)
+		m := &mapInput{b: in}
+		img := m.image()
+		r.Mem.SetBytes(fuzzRing, in[min(m.off, len(in)):min(len(in), m.off+fuzzMem-fuzzRing)])
+		if err := r.CP.Map(1, img); err != nil {
+			if !errors.Is(err, cp.ErrBadImage) {
+				t.Fatalf("Map refused with %v, want ErrBadImage", err)
+			}
+			if _, st := r.CP.Saved(1); st != cp.Empty {
+				t.Fatalf("refused Map left %v", st)
+			}
+			return
+		}
+		deadline := time.Now().Add(fuzzDeadline)
+		r.CP.Preempt(1)
+		saved, st := fuzzStop(t, r, 1, deadline)
+		if st == cp.Preempted {
+			r.CP.Release(1)
+			if err := r.CP.Map(2, saved); err != nil {
+				t.Fatalf("the saved image %+v was refused: %v", saved, err)
+			}
+			r.CP.Preempt(2)
+			fuzzStop(t, r, 2, deadline)
+		}
+	})
+}
+
+// fuzzStop waits for a preempted slot to stop (killing it in the endless kernel), with the
+// packet bound of FuzzRing, and returns Saved.
+func fuzzStop(t *testing.T, r *cptest.Rig, slot int, deadline time.Time) (cp.Image, cp.StopState) {
+	for spin := 0; ; spin++ {
+		if p := fuzzPackets(r); p > fuzzMaxPackets {
+			t.Fatalf("%d packets executed, bound %d", p, fuzzMaxPackets)
+		}
+		img, st := r.CP.Saved(slot)
+		if st != cp.Running {
+			return img, st
+		}
+		if q := r.CP.Queue(slot); q.State == abi.HQD_STATE_BUSY_KERNEL {
+			r.CP.Kill(slot)
+			if img, st = r.CP.Saved(slot); st != cp.Killed {
+				t.Fatalf("Kill left %v", st)
+			}
+			return img, st
+		}
+		fuzzPause(t, spin, deadline, "a preempted queue did not stop", r.CP.Queue(slot))
+	}
 }

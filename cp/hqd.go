@@ -3,6 +3,7 @@ package cp
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,15 @@ type hqd struct {
 	// without it by Doorbell, Wake and the queue itself.
 	q atomic.Pointer[queue]
 	// live holds every activation of this slot whose goroutine has not ended (the current
-	// one and revoked ones still finishing), at most MaxLivePerSlot.
+	// one and revoked ones still finishing), at most MaxLivePerSlot that may be inside a
+	// call out (stuck).
 	live []*queue
+	// spare is a preempted mapped queue whose goroutine, past its last call out, waits for
+	// Map to hand it the slot's next mapped queue (mapped.go), or for a reset to end it.
+	spare *queue
+	// pending is the mapped queue Map handed the spare's goroutine, which has not picked it
+	// up yet (an idle one is picked up at its first wake); it is not in live until then.
+	pending *queue
 }
 
 // maxVMID: HQD_VMID must fit the 4-bit VMID fields of IVs and IBs.
@@ -212,7 +220,7 @@ func (h *hqd) activate() {
 		h.ignored("ACTIVE=1 after Close", 1)
 		return
 	}
-	if len(h.live) >= MaxLivePerSlot {
+	if h.stuck() >= MaxLivePerSlot {
 		// Earlier activations are stuck in call outs (revoked, they cannot act): do not pile
 		// up more goroutines behind them.
 		c.refusedActivation.Add(1)
@@ -295,7 +303,11 @@ func (h *hqd) ended(q *queue) {
 func (h *hqd) alive() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.live)
+	n := len(h.live)
+	if h.spare != nil && !slices.Contains(h.live, h.spare) {
+		n++ // a spare goroutine past its activation (mapped.go)
+	}
+	return n
 }
 
 // draining counts this slot's revoked activations that are still inside a turn.
@@ -347,6 +359,11 @@ func (h *hqd) dequeue(q *queue, v uint32) {
 func (h *hqd) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.pending = nil // never ran: nothing to stop
+	if s := h.spare; s != nil {
+		h.spare = nil
+		s.signal() // it ends (it may also be among live, revoked below)
+	}
 	for _, q := range h.live {
 		q.revoke()
 	}

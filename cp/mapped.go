@@ -181,7 +181,7 @@ func (c *CP) Map(slot int, img Image) error {
 	if old := h.q.Load(); old != nil && (old.mapped || !old.stopped.Load()) {
 		return ErrSlotBusy
 	}
-	if len(h.live) >= MaxLivePerSlot {
+	if h.stuck() >= MaxLivePerSlot {
 		c.refusedActivation.Add(1)
 		return ErrSlotDraining
 	}
@@ -192,10 +192,17 @@ func (c *CP) Map(slot int, img Image) error {
 		noUpdateRptr: img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0,
 		doorbellEn:   img.DoorbellControl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0,
 		doorbellOff:  img.DoorbellControl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		wake:         make(chan struct{}, 1),
-		grant:        make(chan struct{}, 1),
 		mapped:       true, control: img.Control, doorbellCtl: img.DoorbellControl,
 		fenceAddr: img.FenceAddr, fenceDoorbell: img.DoorbellOffset,
+	}
+	spare := h.spare
+	if spare != nil {
+		// The spare's goroutine will run q: q takes over its channels. A stray wake meant
+		// for the spare (a stale pointer's signal) is only a hint to q, and the spare is in
+		// no turn queue, so no grant is in flight.
+		q.wake, q.grant = spare.wake, spare.grant
+	} else {
+		q.wake, q.grant = make(chan struct{}, 1), make(chan struct{}, 1)
 	}
 	if slot == 0 {
 		q.client = abi.VM_CID_CPG
@@ -217,10 +224,40 @@ func (c *CP) Map(slot int, img Image) error {
 		old.revoke() // a stopped register queue; its goroutine may still be finishing
 	}
 	h.q.Store(q)
+	if e.Progress == 0 && !e.WaitWritten && img.Rptr == img.Wptr {
+		// Idle: it starts as if its goroutine had gone to sleep, so neither a switch to it
+		// nor a Preempt of it needs that goroutine to run (and Notify reports no idleness).
+		q.asleep.Store(asleepIdle)
+		q.idleAt.Store(img.Wptr + 1)
+	}
+	if spare != nil {
+		// The goroutine of the queue preempted here runs this one (awaitNext): no goroutine
+		// to start, none to end. An idle queue needs no wake: its first kick (or stop) wakes
+		// the goroutine. It replaces a pending one that never ran (it was preempted, or
+		// killed, and released: nothing of it is left to run).
+		h.pending = q
+		if q.asleep.Load() == 0 {
+			spare.signal()
+		}
+		return nil
+	}
 	h.live = append(h.live, q)
 	c.wg.Add(1)
 	go q.run()
 	return nil
+}
+
+// stuck counts the slot's goroutines that may still be inside (or make) a call out (mu
+// held): MaxLivePerSlot bounds those. A mapped queue whose stop was saved is past its last
+// one and exits on its own, so fast switches do not count against the bound.
+func (h *hqd) stuck() int {
+	n := 0
+	for _, q := range h.live {
+		if !q.done {
+			n++
+		}
+	}
+	return n
 }
 
 // mappedQueue returns slot's queue if Map started it and Release has not forgotten it.
@@ -239,14 +276,83 @@ func (c *CP) mappedQueue(slot int) *queue {
 // waiting for a turn or idle. A running dispatch finishes first; the endless kernel never
 // does (only Kill stops it). Non-blocking and idempotent; Notify reports the stop.
 func (c *CP) Preempt(slot int) {
-	if q := c.mappedQueue(slot); q != nil {
-		q.preempt()
+	q := c.mappedQueue(slot)
+	if q == nil {
+		return
 	}
+	q.stopReq.CompareAndSwap(0, stopPreempt)
+	if q.asleep.Load() == asleepIdle {
+		// Idle: nothing runs, so the stop is taken here and Saved has it at once. The
+		// goroutine is not woken: it becomes the slot's spare, which the next Map of the
+		// slot hands its queue (a reset ends it).
+		h := q.h
+		h.mu.Lock()
+		taken := q.stop == Running && q.stopReq.Load() == stopPreempt && q.asleep.CompareAndSwap(asleepIdle, asleepTaken)
+		if taken {
+			q.saveLocked()
+			if h.pending == q {
+				h.pending = nil // it never ran: the spare goroutine is still the slot's
+			} else {
+				h.spare = q // its goroutine, asleep, becomes the spare
+			}
+		}
+		h.mu.Unlock()
+		if taken {
+			return
+		}
+	}
+	q.signal()
 }
 
+// preempt asks q to stop at its next preemption point (h.mu may be held).
 func (q *queue) preempt() {
 	q.stopReq.CompareAndSwap(0, stopPreempt)
 	q.signal()
+}
+
+// An idle mapped queue's goroutine publishes its execution state by asleep = asleepIdle
+// (an atomic store after its last change to it), so Preempt may save it from outside by
+// moving asleep to asleepTaken; a goroutine that wakes and cannot move it back to 0 has been
+// saved and only ends.
+const (
+	asleepIdle  = 1
+	asleepTaken = 2
+)
+
+// sleepMapped is sleep for a mapped queue (no wptr polling) after it set asleep. false:
+// Preempt saved it (the goroutine then ends the activation and waits as the slot's spare).
+func (q *queue) sleepMapped() bool {
+	if q.stopReq.Load() == 0 { // else a stop came before asleep was set: do not wait for it
+		<-q.wake
+	}
+	return q.asleep.CompareAndSwap(asleepIdle, 0)
+}
+
+// awaitNext is the goroutine after an activation: a mapped queue that is its slot's spare
+// (preempted; it has made its last call out) waits for Map to hand it the slot's next mapped
+// queue, which it returns; nil (not the spare, or a reset or Close took that away): the
+// goroutine ends. Its wake channel is the next queue's too, so a wake meant for the old
+// queue is only a hint to the new one.
+func (q *queue) awaitNext() *queue {
+	if !q.mapped {
+		return nil
+	}
+	h := q.h
+	for {
+		h.mu.Lock()
+		if h.spare != q { // a reset or Close
+			h.mu.Unlock()
+			return nil
+		}
+		if next := h.pending; next != nil {
+			h.spare, h.pending = nil, nil
+			h.live = append(h.live, next)
+			h.mu.Unlock()
+			return next
+		}
+		h.mu.Unlock()
+		<-q.wake // a stray wake (a doorbell that raced the stop): still the spare
+	}
 }
 
 // Saved returns the image to continue slot's mapped queue from, once its goroutine has
@@ -298,7 +404,8 @@ func (q *queue) killLocked() {
 
 // Release forgets slot's stopped mapped queue: the slot is Empty again (ACTIVE reads 0, the
 // HQD registers read what the register path programmed) and may be mapped. A running queue
-// is not released (Preempt or Kill it first).
+// is not released (Preempt or Kill it first). A stopped queue has made its last call out
+// (or was revoked by Kill); its goroutine, if it is the slot's spare, stays for the next Map.
 func (c *CP) Release(slot int) {
 	if slot < 0 || slot >= NumSlots {
 		return
@@ -307,7 +414,9 @@ func (c *CP) Release(slot int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.q.Load(); q != nil && q.mapped && q.stop != Running {
-		q.revoke() // it has stopped: this only makes sure it never acts again
+		if !q.done {
+			q.revoke() // not reached (a stop is saved or killed): only to be sure it never acts
+		}
 		h.q.Store(nil)
 	}
 }
@@ -339,6 +448,7 @@ func (q *queue) configImage() Image {
 // request or a revocation, else Preempted. ACTIVE then reads 0, except for a halted queue,
 // which shows HALTED until Release, as a register-activated one does until DEQUEUE_RESET.
 func (q *queue) saveLocked() {
+	q.done = true // called from exit, or by Preempt on an idle queue: no call out follows
 	if q.stop != Running {
 		return // Kill got there first
 	}

@@ -81,7 +81,7 @@ func ringImage(k int) cp.Image {
 	return cp.Image{
 		Base: qc.Base, Control: ringQS << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT, ReportAddr: qc.RptrReport,
 		DoorbellControl: abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK | qc.Doorbell<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		DoorbellOffset: qc.Doorbell,
+		DoorbellOffset:  qc.Doorbell,
 	}
 }
 
@@ -466,6 +466,17 @@ func TestOwnedSlotsAndReset(t *testing.T) {
 		t.Fatal("Quiesce")
 	}
 	mustMap(t, r, 3, ringImage(3))
+	// CP_ENGINE_RESET empties the engine's mapped slots too, and leaves the ownership.
+	r.CP.SetOwned(1 << 3)
+	r.CP.EngineReset(cp.EngineCompute)
+	if _, st := r.CP.Saved(3); st != cp.Empty || r.ReadHQD(3, abi.REG_HQD_ACTIVE) != 0 {
+		t.Errorf("slot 3 after CP_ENGINE_RESET: %v", st)
+	}
+	r.WriteHQD(3, abi.REG_HQD_PQ_BASE_LO, 0x8000)
+	if got := r.ReadHQD(3, abi.REG_HQD_PQ_BASE_LO); got == 0x8000 {
+		t.Error("CP_ENGINE_RESET cleared the ownership")
+	}
+	cptest.Eventually(t, "the engine reset to complete", func() bool { return r.CP.Stats().EngineResetBusy == 0 })
 }
 
 // Map refuses every malformed image with a named error and leaves the slot as it was.
@@ -505,7 +516,7 @@ func TestMapRefuses(t *testing.T) {
 		}, cp.ErrBadImage},
 		{"IB count over the limit", 1, func(i *cp.Image) { i.Exec.IBCount = cp.DefaultMaxIBExpansions + 1 }, cp.ErrBadImage},
 		{"progress not in dwords", 1, func(i *cp.Image) { i.Exec.Progress = 6 }, cp.ErrBadImage},
-		{"progress without a packet", 1, func(i *cp.Image) { i.Rptr, i.Exec.Progress = 120, 64 << 10 }, cp.ErrBadImage},
+		{"progress without a packet", 1, func(i *cp.Image) { i.Rptr, i.Exec.Progress = 120, 64<<10 }, cp.ErrBadImage},
 		{"written wait without a packet", 1, func(i *cp.Image) {
 			i.Exec.Level, i.Exec.IB[0], i.Exec.WaitWritten = 1, cp.IBState{Base: ibBase, Size: 8, Pos: 8}, true
 		}, cp.ErrBadImage},
@@ -587,4 +598,56 @@ func TestProtectedFenceErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Preempt of an idle mapped queue stops it before it returns; the next Map of the slot
+// runs on the stopped queue's goroutine (one goroutine per slot however often it switches),
+// and a reset ends that goroutine when no Map comes.
+func TestIdlePreemptAndSpareGoroutine(t *testing.T) {
+	r, _, _ := mapRig(t)
+	imgs := [2]cp.Image{ringImage(1), ringImage(2)}
+	rings := [2]*cptest.Ring{guestRing(r, 1), guestRing(r, 2)}
+	mustMap(t, r, 1, imgs[0])
+	for i := 0; i < 20; i++ {
+		cur := i & 1
+		w := rings[cur].Emit(cptest.WriteMem(dataBase+uint64(cur)*4, uint32(i)))
+		r.CP.Kick(1, w)
+		waitDone(t, r, 1, w)
+		r.CP.Preempt(1)
+		img, st := r.CP.Saved(1)
+		if st != cp.Preempted || img.Rptr != w {
+			t.Fatalf("switch %d: Saved right after Preempt of an idle queue: %v rptr %d, want preempted at %d", i, st, img.Rptr, w)
+		}
+		imgs[cur] = img
+		r.CP.Release(1)
+		mustMap(t, r, 1, imgs[1-cur])
+		if got := r.Mem.Load32(dataBase + uint64(cur)*4); got != uint32(i) {
+			t.Fatalf("switch %d: data %d", i, got)
+		}
+	}
+	waitDone(t, r, 1, rings[0].Wptr())
+	if live := r.CP.Stats().Live; live != 1 {
+		t.Errorf("%d goroutines after 20 switches of one slot, want 1", live)
+	}
+	r.CP.Preempt(1)
+	if _, st := r.CP.Saved(1); st != cp.Preempted {
+		t.Fatalf("last preemption: %v", st)
+	}
+	r.CP.Release(1)
+	// An idle queue handed to the spare and killed before it ever ran.
+	mustMap(t, r, 1, ringImage(3))
+	if !r.CP.Queue(1).Idle || r.ReadHQD(1, abi.REG_HQD_ACTIVE) != 1 {
+		t.Errorf("an idle mapped queue: %+v", r.CP.Queue(1))
+	}
+	r.CP.Kill(1)
+	if _, st := r.CP.Saved(1); st != cp.Killed {
+		t.Fatalf("Kill of a queue that never ran: %v", st)
+	}
+	r.CP.Release(1)
+	mustMap(t, r, 1, ringImage(3))
+	r.CP.Reset() // the spare (and the queue it never picked up) wait for no Map: the reset ends them
+	if _, st := r.CP.Saved(1); st != cp.Empty {
+		t.Errorf("after Reset: %v", st)
+	}
+	cptest.Eventually(t, "the spare goroutine to end", func() bool { return r.CP.Stats().Live == 0 })
 }

@@ -58,12 +58,16 @@ type queue struct {
 	stopped   atomic.Bool   // ACTIVE reads 0; written under h.mu
 	parkedNow atomic.Bool   // parked in WAIT_REG_MEM: Wake signals it
 	idleAt    atomic.Uint64 // sleeping for the wptr to move past idleAt-1 (0: not); QueueStats.Idle
+	asleep    atomic.Uint32 // mapped queues: asleepIdle while idle, asleepTaken once Preempt saved it
 
 	// Guarded by h.mu.
 	errCode, errInfo uint32
 	errAddr          uint64
 	stop             StopState // mapped queues: Running until the goroutine ended (or Kill)
 	saved            Image     // mapped queues: what Saved returns once stop != Running
+	// done: the goroutine can make no further call out (its stop was saved after its last
+	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
+	done bool
 
 	// Goroutine-private.
 	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
@@ -83,10 +87,10 @@ type queue struct {
 	waitWritten bool
 	fenceValue  uint64
 	resuming    bool
-	scratch   [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
-	rptrBuf   [4]byte
-	pollBuf   [8]byte
-	chunk     []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
+	scratch     [8]byte // small memory accesses (fences, RMW, COPY_DATA, waits)
+	rptrBuf     [4]byte
+	pollBuf     [8]byte
+	chunk       []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
 
 	turn      bool      // inside a turn (turn.go)
 	turnStart time.Time // when it began
@@ -162,6 +166,15 @@ func (q *queue) current() bool { return q.h.q.Load() == q && !q.gate.revoked.Loa
 // run is the queue goroutine. It executes only inside a turn (turn.go) and gives the turn
 // back before every wait.
 func (q *queue) run() {
+	defer q.c.wg.Done()
+	for q != nil {
+		q.runActivation()
+		q = q.awaitNext() // a preempted mapped queue's goroutine may run the slot's next one
+	}
+}
+
+// runActivation runs one activation to its end.
+func (q *queue) runActivation() {
 	defer q.finish()
 	if q.initFault != nil {
 		if q.takeTurn(stopOnRevoke) {
@@ -170,6 +183,9 @@ func (q *queue) run() {
 		return
 	}
 	defer q.exit()
+	if q.asleep.Load() != 0 && !q.asleep.CompareAndSwap(asleepIdle, 0) {
+		return // mapped idle (mapped.go), and Preempt stopped it before it ever ran
+	}
 	ring := &q.streams[0] // set up by activate or Map
 	for {
 		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
@@ -191,9 +207,17 @@ func (q *queue) run() {
 				return
 			}
 			q.endTurn()
+			if q.mapped {
+				// Published before Idle is: a Preempt that sees the queue idle stops it itself.
+				q.asleep.Store(asleepIdle)
+			}
 			q.idleAt.Store(w + 1)
 			q.notify()
-			q.sleep()
+			if !q.mapped {
+				q.sleep()
+			} else if !q.sleepMapped() {
+				return // a preemption saved the idle queue from outside (mapped.go)
+			}
 			q.idleAt.Store(0)
 			continue
 		}
@@ -259,8 +283,9 @@ func (q *queue) finish() {
 	q.endTurn()
 	q.c.putBufs(q)
 	q.h.ended(q)
-	q.notify() // a mapped queue stopped: after every lock and the turn are gone
-	q.c.wg.Done()
+	if q.asleep.Load() != asleepTaken { // Preempt's caller knows of a stop Preempt took
+		q.notify() // a mapped queue stopped: after every lock and the turn are gone
+	}
 }
 
 // exit ends the activation: a dequeue request makes it inactive; a halted queue stays active
@@ -272,6 +297,9 @@ func (q *queue) exit() {
 	defer q.h.mu.Unlock()
 	if q.mapped {
 		q.saveLocked() // mapped.go
+		if q.stop == Preempted && q.h.spare == nil && q.h.q.Load() == q && !q.c.closed.Load() {
+			q.h.spare = q // past its last call out: the goroutine may run the next Map
+		}
 		return
 	}
 	if q.stopped.Load() {

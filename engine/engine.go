@@ -4,6 +4,11 @@
 // cache maintenance (CacheOp), interrupt vectors (IV), and the three interfaces engines call
 // (Memory, Copier, Interrupts), with the error kinds engines must tell apart.
 //
+// An access in a process address space may be Privileged: made with the kernel's privilege
+// (a write then needs no PTE_WRITEABLE; nothing else changes). Only the CP's
+// PROTECTED_FENCE_SIGNAL uses it, so a process can read a fence the device advances but not
+// forge it; VMID 0 ignores it.
+//
 // It is a leaf: it imports nothing of vgpu, so every engine and every memory-side package
 // (l2, gpummu, gpuvm, irq) can use the same types without adapters.
 package engine
