@@ -66,12 +66,15 @@
 // always have more work: a ring that writes its own HQD_PQ_WPTR, IB chains resubmitted from
 // the ring, DMA_DATA loops. So execution is split into turns. Config.MaxRunning goroutines
 // (default max(1, GOMAXPROCS-1), leaving a P for the transport) may hold a turn at once; the
-// others queue first come, first served. A turn lasts at most Config.TurnBudget (default
-// 100 µs, checked between packets, between the 64 KiB / 2 MiB pieces of DMA_DATA and kernels,
-// and every 256 dwords of long register or WR_ONE_ADDR writes); then, if another queue is
-// waiting, the queue yields (Stats.Yields): it hands the turn to the first waiter and queues
-// again behind the others (with no spare P it also lets the Go scheduler run timers and the
-// transport); if nobody waits, the turn is simply renewed. The clock is read only when the
+// others queue by priority — a mapped queue's Image.Priority (MES passes the gang's level),
+// NORMAL for register-activated queues — and first come, first served within one. A turn
+// lasts at most Config.TurnBudget (default 100 µs, checked between packets, between the
+// 64 KiB / 2 MiB pieces of DMA_DATA and kernels, and every 256 dwords of long register or
+// WR_ONE_ADDR writes); then, if a queue of at least its priority is waiting, the queue yields
+// (Stats.Yields): it hands the turn to the best waiter and queues again (with no spare P it
+// also lets the Go scheduler run timers and the transport); if nobody waits, or only lower
+// priorities, the turn is simply renewed (after a Gosched without a spare P): a HIGH user
+// queue is never made to wait behind LOW ones. The clock is read only when the
 // work done in the turn predicts the budget is spent (time.Now costs up to half a
 // microsecond on some hosts). A queue gives its turn back before it blocks, so idle and
 // parked queues hold none. A goroutine holding a turn while stuck in a call out delays the

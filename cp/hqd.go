@@ -231,6 +231,7 @@ func (h *hqd) activate() {
 	qs := h.control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
 	q := &queue{
 		c: c, h: h, mem: c.mem, slot: h.slot, ringID: RingID(h.slot), vmid: int(h.vmid), client: abi.VM_CID_CPC,
+		prio:         registerPriority,
 		base:         uint64(h.baseHi)<<32 | uint64(h.baseLo),
 		size:         uint64(1) << (min(qs, maxQueueSizeField) + 1),
 		reportAddr:   uint64(h.reportHi)<<32 | uint64(h.reportLo),

@@ -44,7 +44,11 @@ type Image struct {
 	// DoorbellControl's offset.
 	DoorbellOffset uint32
 	Rptr, Wptr     uint64 // monotonic dwords (Rptr ≤ Wptr ≤ Rptr + ring size)
-	Exec           ExecState
+	// Priority orders the queue's claim on execution turns (a MES_PRIORITY_* level: MES
+	// passes the gang's): a higher one is granted the next turn first and is not made to
+	// yield to lower ones. Register-activated queues have registerPriority.
+	Priority uint8
+	Exec     ExecState
 	// Filled by Saved for a queue that halted: its CP_ERROR_* and error address (0
 	// otherwise). Map of an image with Error != 0 is refused.
 	Error     uint32
@@ -87,6 +91,10 @@ var (
 	ErrBadImage     = errors.New("cp: map: invalid queue image")
 )
 
+// registerPriority is the turn priority of register-activated (kernel) queues: NORMAL, so
+// user queues MES places at HIGH or REALTIME go before them and LOW ones after.
+const registerPriority = abi.MES_PRIORITY_NORMAL
+
 // stopPreempt is the stopReq value of a preemption (beside HQD_DEQUEUE_DRAIN/RESET): like a
 // drain it stops at the next packet boundary, but the IB stack is kept, and it also stops a
 // parked wait, a retry-fault wait and a DMA_DATA between chunks.
@@ -112,6 +120,8 @@ func (c *CP) checkImage(img *Image) error {
 	switch {
 	case img.Error != 0:
 		return badImage("the queue halted (error %s)", errorName(img.Error))
+	case img.Priority >= abi.MES_PRIORITY_LEVELS:
+		return badImage("priority %d outside [0, %d)", img.Priority, abi.MES_PRIORITY_LEVELS)
 	case img.VMID < 0 || img.VMID > maxVMID:
 		return badImage("VMID %d outside [0, %d]", img.VMID, maxVMID)
 	case img.Base%ringAlign != 0:
@@ -192,7 +202,7 @@ func (c *CP) Map(slot int, img Image) error {
 		noUpdateRptr: img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0,
 		doorbellEn:   img.DoorbellControl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0,
 		doorbellOff:  img.DoorbellControl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		mapped:       true, control: img.Control, doorbellCtl: img.DoorbellControl,
+		mapped:       true, control: img.Control, doorbellCtl: img.DoorbellControl, prio: img.Priority,
 		fenceAddr: img.FenceAddr, fenceDoorbell: img.DoorbellOffset,
 	}
 	spare := h.spare
@@ -439,7 +449,7 @@ func (q *queue) configImage() Image {
 	return Image{
 		VMID: q.vmid, Base: q.base, Control: q.control, ReportAddr: q.reportAddr,
 		DoorbellControl: q.doorbellCtl, FenceAddr: q.fenceAddr, DoorbellOffset: q.fenceDoorbell,
-		Wptr: q.wptr.Load(),
+		Wptr: q.wptr.Load(), Priority: q.prio,
 	}
 }
 

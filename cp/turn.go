@@ -17,9 +17,13 @@ import (
 type turns struct {
 	mu      sync.Mutex
 	free    int
-	waiting []*queue     // FIFO; each waiter is in it at most once
+	waiting []*queue     // in arrival order; each waiter is in it at most once
 	queued  atomic.Int32 // len(waiting), readable without mu
-	waits   atomic.Uint64
+	// prios has bit p set while a queue of priority p waits (readable without mu): a turn
+	// goes to the highest priority waiting, first come first served within it, and a holder
+	// yields only to a waiter of at least its own priority.
+	prios atomic.Uint32
+	waits atomic.Uint64
 	// spareP: limit < GOMAXPROCS at New, so a P is always left for everything else and a
 	// turn that nobody waits for need not go through the scheduler.
 	spareP bool
@@ -36,7 +40,7 @@ func (t *turns) acquire(q *queue, on stopOn) bool {
 		return true
 	}
 	t.waiting = append(t.waiting, q)
-	t.queued.Store(int32(len(t.waiting)))
+	t.changed()
 	t.mu.Unlock()
 	t.waits.Add(1)
 	for {
@@ -53,7 +57,7 @@ func (t *turns) acquire(q *queue, on stopOn) bool {
 			for i, w := range t.waiting {
 				if w == q {
 					t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
-					t.queued.Store(int32(len(t.waiting)))
+					t.changed()
 					t.mu.Unlock()
 					return false
 				}
@@ -67,13 +71,32 @@ func (t *turns) acquire(q *queue, on stopOn) bool {
 	}
 }
 
-// release gives a turn back: to the first waiter, or to the pool.
+// changed republishes the waiters' count and priorities (mu held).
+func (t *turns) changed() {
+	var m uint32
+	for _, w := range t.waiting {
+		m |= 1 << w.prio
+	}
+	t.queued.Store(int32(len(t.waiting)))
+	t.prios.Store(m)
+}
+
+// waitingAtLeast reports whether a queue of priority p or higher waits for a turn.
+func (t *turns) waitingAtLeast(p uint8) bool { return t.prios.Load()>>p != 0 }
+
+// release gives a turn back: to the first waiter of the highest priority, or to the pool.
 func (t *turns) release() {
 	t.mu.Lock()
 	if len(t.waiting) > 0 {
-		w := t.waiting[0]
-		t.waiting = append(t.waiting[:0], t.waiting[1:]...)
-		t.queued.Store(int32(len(t.waiting)))
+		best := 0
+		for i, w := range t.waiting {
+			if w.prio > t.waiting[best].prio {
+				best = i
+			}
+		}
+		w := t.waiting[best]
+		t.waiting = append(t.waiting[:best], t.waiting[best+1:]...)
+		t.changed()
 		t.mu.Unlock()
 		w.grant <- struct{}{} // one-slot channel, one grant per wait: never blocks
 		return
@@ -169,9 +192,16 @@ func (q *queue) checkBudget(on stopOn) bool {
 // (the transport, timers). When nobody waits and a P is spare, the turn is just renewed:
 // handing it over would only cost a trip through the scheduler (and, on a loaded host, a
 // wait for a CPU). It returns false, holding nothing, if a stop request matching on arrives.
+//
+// Only a waiter of at least the holder's priority takes the turn: with only lower ones
+// waiting the turn is renewed (after a Gosched when no P is spare), so a user queue MES
+// placed at a higher level is never made to wait behind lower ones.
 func (q *queue) yield(on stopOn) bool {
 	t := &q.c.turns
-	if t.spareP && t.queued.Load() == 0 {
+	if t.queued.Load() == 0 && t.spareP || t.queued.Load() != 0 && !t.waitingAtLeast(q.prio) {
+		if !t.spareP {
+			runtime.Gosched()
+		}
 		q.flushCount()
 		q.turnStart = time.Now()
 		q.turnWork, q.nextCheck = 0, firstBudgetCheck

@@ -166,12 +166,14 @@ func TestMESUserQueueWithProtectedFence(t *testing.T) {
 	}
 	// The process itself cannot write its fence page: the queue halts and MES keeps it off.
 	m.userSubmit(bypassWrite(vaQFence, 1))
-	eventually(t, "halted queue unmapped", func() bool {
-		m.r.setReg(abi.REG_MES_QUERY_DOORBELL, 2*mtDB)
-		return m.r.reg(abi.REG_MES_QUERY_STATUS)&abi.REG_MES_QUERY_STATUS__MAPPED_MASK == 0
+	// (It may have been unmapped for idleness before: wait for the halt's save, not for
+	// "unmapped".)
+	eventually(t, "halted queue saved with its error", func() bool {
+		return binary.LittleEndian.Uint32(m.vram[mtMQD+4*abi.MES_MQD_DW_CP_HQD_ERROR:]) == abi.CP_ERROR_TRANSLATION
 	})
-	if e := binary.LittleEndian.Uint32(m.vram[mtMQD+4*abi.MES_MQD_DW_CP_HQD_ERROR:]); e != abi.CP_ERROR_TRANSLATION {
-		t.Errorf("MQD CP_HQD_ERROR %s", abi.NameOf("CP_ERROR_", uint64(e)))
+	m.r.setReg(abi.REG_MES_QUERY_DOORBELL, 2*mtDB)
+	if st := m.r.reg(abi.REG_MES_QUERY_STATUS); st&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 {
+		t.Errorf("halted queue still mapped: status %#x", st)
 	}
 	if m.get64(mtQFence) != m.qwptr-uint64(len(bypassWrite(0, 0))) {
 		t.Errorf("fence page changed by the faulting write: %#x", m.get64(mtQFence))

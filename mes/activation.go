@@ -53,22 +53,23 @@ type activation struct {
 	lastError, lastErrorRptr                            atomic.Uint32
 
 	// Goroutine state.
-	hw       *hwState // nil until SET_HW_RESOURCES
-	cfg      schedConfig
-	t        table
-	slots    [numSlots]*queue // occupant of each slot
-	vmids    [16]*process     // holder of each VMID
-	pend     *pending         // the frame in progress (frames complete in order)
-	waitList []*queue         // queues waiting for a slot, in the order they started (sched.go)
-	rescan   bool             // a queue may have got work: the next pass scans every queue
-	lastScan time.Time
-	log      eventLog
-	pollWait time.Duration // current wptr-poll period (backs off)
-	nextPoll time.Time
-	timer    *time.Timer
-	buf      [abi.MES_API_FRAME_DWORDS * 4]byte
-	scratch  [8]byte
-	mqdBuf   []byte
+	hw         *hwState // nil until SET_HW_RESOURCES
+	cfg        schedConfig
+	t          table
+	slots      [numSlots]*queue // occupant of each slot
+	vmids      [16]*process     // holder of each VMID
+	pend       *pending         // the frame in progress (frames complete in order)
+	moreFrames bool             // the last pass left frames on the ring
+	waitList   []*queue         // queues waiting for a slot, in the order they started (sched.go)
+	rescan     bool             // a queue may have got work: the next pass scans every queue
+	lastScan   time.Time
+	log        eventLog
+	pollWait   time.Duration // current wptr-poll period (backs off)
+	nextPoll   time.Time
+	timer      *time.Timer
+	buf        [abi.MES_API_FRAME_DWORDS * 4]byte
+	scratch    [8]byte
+	mqdBuf     []byte
 }
 
 func newActivation(m *MES, rc ringConfig) *activation {

@@ -302,7 +302,7 @@ func (a *activation) resetQueues(qs []*queue) {
 		if q.occupies() {
 			q.state = qPreempting
 			q.preemptReason = abi.MES_UNMAP_RESET
-			q.preemptAt = time.Now().Add(24 * time.Hour)
+			q.preemptReq, q.preemptAt = time.Now(), time.Now().Add(24*time.Hour)
 			slot := q.slot
 			a.slotsDo(func(s Slots) { s.Kill(slot) })
 			a.event(abi.MES_EVT_PREEMPT, abi.MES_UNMAP_RESET, slot, q.gang.level, q.doorbell, q.rptr, 0)

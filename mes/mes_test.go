@@ -333,3 +333,15 @@ func TestRingHalt(t *testing.T) {
 		t.Fatalf("STATUS %#x after RING_ACTIVE=0", st)
 	}
 }
+
+// TestManyFramesOneDoorbell: more frames than one pass runs (maxFramesPerPass) after a
+// single doorbell all complete, without another event.
+func TestManyFramesOneDoorbell(t *testing.T) {
+	r := newRig(t)
+	const n = 3*maxFramesPerPass + 5 // within the ring: ringDwords/64 frames
+	for i := 1; i <= n; i++ {
+		r.put(newFrame(abi.MES_SCH_API_QUERY_SCHEDULER_STATUS).set64(abi.MES_QUERY_DW_API_STATUS, ringFence).set64(abi.MES_QUERY_DW_API_STATUS+2, uint64(i)))
+	}
+	r.mes.Doorbell(4, r.wptr)
+	r.waitFor("the last frame's fence", 5*time.Second, func() bool { return r.mem.Load64(ringFence) == n })
+}

@@ -57,11 +57,13 @@ type queue struct {
 	state         qstate
 	slot          int
 	mappedAt      time.Time
+	ranSince      time.Time // when it first ran or parked in its slot (its quantum starts); zero: not yet
 	waitSince     time.Time // when it started waiting for a slot (in activation.waitList)
 	inWait        bool      // in activation.waitList
 	idleSince     time.Time // mapped and idle since (zero: busy)
 	preemptReason uint32
-	preemptAt     time.Time // deadline of the preemption
+	preemptReq    time.Time // when the preemption was asked for
+	preemptAt     time.Time // its current deadline (a grace after the request, extended while not in a dispatch)
 	rptr, wptr    uint64    // last known (monotonic dwords)
 	img           cp.Image  // the saved image (valid once mapped once or loaded)
 	loaded        bool      // img holds the MQD's ring configuration

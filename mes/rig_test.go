@@ -17,7 +17,8 @@ import (
 // helpers that build frames and MQDs as amdgpu does.
 
 const (
-	ringBase   = 0x10000 // MES API ring, 4096 dwords
+	ringBase   = 0x10000 // MES API ring, ringDwords dwords
+	ringDwords = 16384
 	ringFence  = 0x0F000 // the ring fence (QUERY_SCHEDULER_STATUS after every frame)
 	statusBase = 0x0F100 // per-frame api_status slots
 	queueBase  = 0x100000
@@ -71,7 +72,7 @@ func newRig(t testing.TB) *rig {
 	r.mem.SetOnWrite(r.cp.Wake)
 	t.Cleanup(func() { m.Close(); r.cp.Close() })
 	r.wreg(abi.REG_MES_RING_BASE_LO, ringBase)
-	r.wreg(abi.REG_MES_RING_CONTROL, 11) // 4096 dwords
+	r.wreg(abi.REG_MES_RING_CONTROL, 13) // ringDwords
 	r.wreg(abi.REG_MES_RING_DOORBELL, 4<<abi.REG_MES_RING_DOORBELL__OFFSET__SHIFT|abi.REG_MES_RING_DOORBELL__EN_MASK)
 	r.wreg(abi.REG_MES_RING_ACTIVE, 1)
 	return r
@@ -96,7 +97,7 @@ func (f *frameB) set64(dw uint64, v uint64) *frameB {
 
 // put writes a frame at the ring's wptr.
 func (r *rig) put(f *frameB) {
-	r.mem.StoreDwords(ringBase+r.wptr%4096*4, f[:])
+	r.mem.StoreDwords(ringBase+r.wptr%ringDwords*4, f[:])
 	r.wptr += abi.MES_API_FRAME_DWORDS
 }
 

@@ -55,7 +55,12 @@ func (a *activation) frames(now time.Time) bool {
 		a.rptr.Store(p.pos + abi.MES_API_FRAME_DWORDS)
 		a.reportRptr()
 	}
-	for n := 0; n < maxFramesPerPass && a.pend == nil; n++ {
+	a.moreFrames = false
+	for n := 0; a.pend == nil; n++ {
+		if n == maxFramesPerPass {
+			a.moreFrames = true // the next pass comes at once (nextDeadline)
+			return true
+		}
 		if a.revoked.Load() {
 			return false
 		}

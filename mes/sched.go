@@ -13,6 +13,9 @@ const (
 	noSlot       = 0xFF
 	maxPollWait  = 10 * time.Millisecond // the unmapped-queue wptr poll backs off to this
 	minLoopSleep = 10 * time.Microsecond
+	// maxPreemptWait: a queue that is not in a dispatch but has not stopped this long after
+	// the request is hung anyway (amdgpu waits 2.1 s for MES itself).
+	maxPreemptWait = 2 * time.Second
 	// fullScanEvery: a pass at least this long after the last full scan scans again (a safety
 	// net behind rescan; it adds no timer).
 	fullScanEvery = 10 * time.Millisecond
@@ -118,16 +121,32 @@ func (a *activation) observe(now time.Time) {
 		}
 		switch st {
 		case cp.Running:
+			progressed := qs.Rptr != q.rptr
 			q.rptr, q.wptr = qs.Rptr, max(q.wptr, qs.Wptr)
 			if qs.Idle && qs.Rptr == qs.Wptr {
-				if q.idleSince.IsZero() {
+				// Idle since this look if it ran since the last one: the idle grace
+				// measures time without work, not since the first idle moment.
+				if q.idleSince.IsZero() || progressed {
 					q.idleSince = now
 				}
 			} else {
 				q.idleSince = time.Time{}
 			}
+			// Its quantum runs from when it first ran (or parked) in the slot, not from
+			// the map: a queue still waiting for its first execution turn has had none.
+			if q.ranSince.IsZero() && (progressed || qs.Idle || qs.State == abi.HQD_STATE_WAITING ||
+				qs.State == abi.HQD_STATE_BUSY_KERNEL) {
+				q.ranSince = now
+			}
 			if q.state == qPreempting && !now.Before(q.preemptAt) {
-				a.hang(q, now)
+				// A queue inside the endless kernel cannot stop: hung at its grace. One
+				// still between preemption points (a slow host, a long call out) gets
+				// another grace, up to maxPreemptWait in all.
+				if qs.State == abi.HQD_STATE_BUSY_KERNEL || now.Sub(q.preemptReq) >= maxPreemptWait {
+					a.hang(q, now)
+				} else {
+					q.preemptReq, q.preemptAt = now, now.Add(a.cfg.preemptGrace[q.gang.level])
+				}
 			}
 			q.publish() // MES_QUERY_* follow a running queue
 		case cp.Preempted:
@@ -194,7 +213,7 @@ func (a *activation) hang(q *queue, now time.Time) {
 func (a *activation) preempt(q *queue, reason uint32, now time.Time) {
 	q.state = qPreempting
 	q.preemptReason = reason
-	q.preemptAt = now.Add(a.cfg.preemptGrace[q.gang.level])
+	q.preemptReq, q.preemptAt = now, now.Add(a.cfg.preemptGrace[q.gang.level])
 	slot := q.slot
 	a.slotsDo(func(s Slots) { s.Preempt(slot) })
 	a.event(abi.MES_EVT_PREEMPT, reason, slot, q.gang.level, q.doorbell, q.rptr, 0)
@@ -214,7 +233,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		return false
 	}
 	img := q.img
-	img.VMID = p.vmid
+	img.VMID, img.Priority = p.vmid, uint8(q.gang.level)
 	img.Rptr, img.Wptr = q.rptr, q.wptr
 	q.inSlot.Store(true) // then Map, then read lastDB: a doorbell is seen by the HQD or below
 	var err error
@@ -233,7 +252,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		q.wptr = w
 		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
 	}
-	q.state, q.slot, q.mappedAt, q.idleSince = qMapped, slot, now, time.Time{}
+	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
 	a.slots[slot] = q
 	p.inSlots++
 	p.lastMap = now
@@ -359,7 +378,7 @@ func (a *activation) schedule(now time.Time) {
 			switch {
 			case v != nil && v.gang.level < w.gang.level:
 				a.preempt(v, abi.MES_UNMAP_PRIORITY, now)
-			case v != nil && v.gang.level == w.gang.level && now.Sub(v.mappedAt) >= v.gang.quantum:
+			case v != nil && v.gang.level == w.gang.level && !v.ranSince.IsZero() && now.Sub(v.ranSince) >= v.gang.quantum:
 				a.preempt(v, abi.MES_UNMAP_QUANTUM, now)
 			default:
 				stuck[ti] = true
@@ -440,6 +459,9 @@ func (a *activation) victim(qtype uint32) *queue {
 // nextDeadline is how long the loop may sleep without an event: until the earliest
 // preemption grace, idle grace, quantum expiry that someone waits for, poll, or frame recheck.
 func (a *activation) nextDeadline(now time.Time) time.Duration {
+	if a.moreFrames {
+		return 0
+	}
 	next := now.Add(time.Hour)
 	at := func(t time.Time) {
 		if t.Before(next) {
@@ -477,8 +499,8 @@ func (a *activation) nextDeadline(now time.Time) time.Duration {
 			if !q.idleSince.IsZero() {
 				at(q.idleSince.Add(a.cfg.idleGrace[q.gang.level]))
 			}
-			if int(q.gang.level) <= waitLevel[typeIndex(slotType(s))] {
-				future(q.mappedAt.Add(q.gang.quantum))
+			if int(q.gang.level) <= waitLevel[typeIndex(slotType(s))] && !q.ranSince.IsZero() {
+				future(q.ranSince.Add(q.gang.quantum))
 				future(q.gang.proc.vmidSince.Add(q.gang.proc.quantum))
 			}
 		}
