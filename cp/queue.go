@@ -604,22 +604,36 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 	if f.hasAddr {
 		addr = f.addr
 	}
+	// Counted before the state shows it: a driver that sees HALTED and then reads CP_HALTS
+	// must find the halt counted.
+	counted := q.current()
+	if counted {
+		q.c.halts.Add(1)
+	}
 	q.h.mu.Lock()
 	if !q.stopped.Load() {
 		q.errCode, q.errAddr, q.errInfo = f.code, addr, hdr
 		q.state.Store(abi.HQD_STATE_HALTED)
 	}
 	q.h.mu.Unlock()
-	q.report(f, addr, hdr)
+	q.reportCounted(f, addr, hdr, counted)
 }
 
 // report counts, logs (rate-limited) and signals a halt (inside a turn: it calls
 // Interrupts). A revoked activation reports nothing.
 func (q *queue) report(f *fault, addr uint64, info uint32) {
-	if !q.current() {
+	if q.current() {
+		q.c.halts.Add(1)
+		q.reportCounted(f, addr, info, true)
+	}
+}
+
+// reportCounted is report for a halt already counted (or, !counted, of a revoked activation:
+// nothing).
+func (q *queue) reportCounted(f *fault, addr uint64, info uint32, counted bool) {
+	if !counted || !q.current() {
 		return
 	}
-	q.c.halts.Add(1)
 	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", fmt.Sprintf("%#x", addr),
 		"info", fmt.Sprintf("%#x", info), "why", f.why}
 	if f.err != nil {
