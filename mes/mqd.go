@@ -64,6 +64,10 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 	if err := a.read(q.mqd+lay.fenceLo*4, fence[:]); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
+	if len(q.hqd) != hqdBytes {
+		q.hqd = make([]byte, hqdBytes)
+	}
+	copy(q.hqd, b)
 	d := func(dw uint64) uint32 { return binary.LittleEndian.Uint32(b[hqdOff(dw):]) }
 	q.img.Base = (uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_BASE_LO))) << 8
 	q.img.Control = d(lay.control)
@@ -100,11 +104,10 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 // for, and the per-queue status). A write that fails is logged: the scheduler's own copy
 // stays authoritative, so the queue still continues correctly.
 func (a *activation) saveQueue(q *queue) {
+	// The image as the last load read it (MES owns the MQD while the queue is added): the
+	// driver's other fields are written back unchanged, without reading them again.
 	b := a.mqdBuf[:hqdBytes]
-	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
-		a.saveFailed(q, err)
-		return
-	}
+	copy(b, q.hqd)
 	put := func(dw uint64, v uint32) { binary.LittleEndian.PutUint32(b[hqdOff(dw):], v) }
 	lay := q.layout()
 	put(abi.MES_MQD_DW_CP_HQD_ACTIVE, 0)

@@ -66,6 +66,7 @@ type queue struct {
 	preemptAt     time.Time // its current deadline (a grace after the request, extended while not in a dispatch)
 	rptr, wptr    uint64    // last known (monotonic dwords)
 	img           cp.Image  // the saved image (valid once mapped once or loaded)
+	hqd           []byte    // the MQD's HQD image (dwords 128..183) as last loaded
 	loaded        bool      // img holds the MQD's ring configuration
 	errCode       uint32    // CP_ERROR_* it halted with
 	removing      bool      // a REMOVE_QUEUE waits for it

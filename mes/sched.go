@@ -108,6 +108,15 @@ func (a *activation) observe(now time.Time) {
 		if q == nil || q.state == qHung {
 			continue
 		}
+		if !a.observeSlot(s, q, now) {
+			return
+		}
+	}
+}
+
+// observeSlot looks at one occupied slot (see observe); false if the activation is revoked.
+func (a *activation) observeSlot(s int, q *queue, now time.Time) bool {
+	{
 		var img cp.Image
 		var st cp.StopState
 		var qs cp.QueueStats
@@ -117,7 +126,7 @@ func (a *activation) observe(now time.Time) {
 				qs = sl.Queue(s)
 			}
 		}) {
-			return
+			return false
 		}
 		switch st {
 		case cp.Running:
@@ -158,6 +167,7 @@ func (a *activation) observe(now time.Time) {
 			a.leftSlot(q, img, abi.MES_UNMAP_RESET, now)
 		}
 	}
+	return true
 }
 
 // leftSlot finishes an unmap: the slot is free, the queue's state saved.
@@ -217,6 +227,9 @@ func (a *activation) preempt(q *queue, reason uint32, now time.Time) {
 	slot := q.slot
 	a.slotsDo(func(s Slots) { s.Preempt(slot) })
 	a.event(abi.MES_EVT_PREEMPT, reason, slot, q.gang.level, q.doorbell, q.rptr, 0)
+	// An idle queue stops inside Preempt, and the CP sends no Notify for a stop its caller
+	// made: look at the slot again in the next pass, at once.
+	a.kick()
 }
 
 // place maps q into slot; false if its process has no VMID now or the map failed.
@@ -344,7 +357,13 @@ func (a *activation) schedule(now time.Time) {
 			continue
 		}
 		if waiting[typeIndex(q.qtype)] > 0 || now.Sub(q.idleSince) >= a.cfg.idleGrace[q.gang.level] {
+			slot := q.slot
 			a.preempt(q, abi.MES_UNMAP_IDLE, now)
+			// An idle queue usually stops inside Preempt: free its slot in this pass, for
+			// the waiter below.
+			if !a.observeSlot(slot, q, now) {
+				return
+			}
 		}
 	}
 	if len(waiters) == 0 {
