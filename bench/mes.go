@@ -28,9 +28,8 @@ const (
 	mesRingDwords = 1 << (mesRingSize + 1)
 	mesRingFence  = 0x0201_0000 // u64: QUERY_SCHEDULER_STATUS's fence
 	mesStatusOff  = 0x0201_1000 // a batch's per-frame api_status slots (u64 each)
-	// Frames per batch, with the closing QUERY_SCHEDULER_STATUS: one scheduler pass runs at
-	// most 64 frames, and frames left on the ring after a pass wait for the next doorbell
-	// (a device bug reported to the coordinator), so a batch must fit one pass.
+	// Frames per batch, with the closing QUERY_SCHEDULER_STATUS: a batch waits for its fence,
+	// so it is kept to what one scheduler pass runs (64 frames; more run in further passes).
 	mesMaxBatch    = 63
 	mesProcOff     = 0x0202_0000 // process context pages
 	mesMaxProcs    = 16

@@ -21,9 +21,9 @@ import (
 // The baseline is the same jobs, fed the same way, on 16 permanently mapped queues: a second
 // device in the same run, with the same processes (8; page tables, PASIDs) and the same queue
 // layout, whose 16 compute slots are activated through HQD registers, each in the VMID MES
-// would give its process. Not 16 MES queues on the 16 slots: the scheduler still unmaps idle
-// queues at times while slots are free (2.4 k unmaps in one 1 s window of such a run), so
-// they would not be a permanently mapped baseline.
+// would give its process. Not 16 MES queues on the 16 slots: a MES queue idle past its idle
+// grace gives its slot up even when nobody waits, so they would not be a permanently mapped
+// baseline.
 //
 // Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms — longer
 // than a just-mapped queue's wait for its first CP execution turn (up to 16 × the 100 µs turn

@@ -21,10 +21,7 @@ import (
 // of up to half its ring, as the packet-rate figure does).
 
 // longIdle is the idle grace (100 ns units: 10 s) of the rigs whose baselines need a queue to
-// stay mapped: with nobody waiting a queue may keep its slot, and this scheduler starts a
-// queue's idle grace when it first sees it idle and does not restart it when the queue works
-// again, so with a short grace a queue busy with back-to-back short jobs is unmapped once per
-// grace period (reported to the coordinator).
+// stay mapped: with nobody waiting a queue keeps its slot until it has been idle that long.
 const longIdle = 100_000_000
 
 const (
