@@ -25,18 +25,14 @@ import (
 // grace gives its slot up even when nobody waits, so they would not be a permanently mapped
 // baseline.
 //
-// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms — longer
-// than a just-mapped queue's wait for its first CP execution turn (up to 16 × the 100 µs turn
-// budget on this host), since the quantum runs from the map: an earlier scheduler starved
-// queues for seconds with amdgpu's 1 ms (mapped, then preempted for the quantum before
-// running a packet, again and again); the present one gives 1, 2 and 5 ms alike, 2 ms a
-// little ahead — except under the race detector, where the CP is slow enough for the same
-// starvation (TestMESOversubscription fails there: a queue mapped and preempted 2 ms later
-// with its rptr unchanged, several times over a second). With 32 jobs in flight a mapped queue has work for its turns. Idle grace
-// (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms. Preemption grace (GRACE_PERIOD_OTHER_LEVELS)
-// osPreempt: on this shared 2-core host a process can stall for tens of milliseconds, and
-// with the default 50 ms the earlier scheduler marked every queue being preempted at such a
-// moment hung for good (11 and 15 at once). OVERSUBSCRIPTION_TIMER 0: the unmapped-doorbell
+// Driver tuning (SET_SCHEDULING_CONFIG and ADD_QUEUE): GANG_QUANTUM osQuantum, 2 ms (1, 2 and
+// 5 ms measure alike; the quantum runs from a queue's first execution turn in its slot, so a
+// just-mapped queue waiting for a turn is not preempted for it). With 32 jobs in flight a
+// mapped queue has work for its turns. Idle grace (PROCESS_GRACE_PERIOD_SAME_LEVEL) 10 ms.
+// Preemption grace (GRACE_PERIOD_OTHER_LEVELS) osPreempt: on this shared 2-core host a process
+// can stall for tens of milliseconds (the scheduler now marks hung only a queue inside a
+// dispatch at its grace, and any other only 2 s after the request, but a long grace costs
+// nothing here). OVERSUBSCRIPTION_TIMER 0: the unmapped-doorbell
 // intercept is on.
 
 // Knobs (variables so that a probe can try others).
