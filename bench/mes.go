@@ -212,6 +212,7 @@ var mesStatusDW = map[uint32]uint64{
 	abi.MES_SCH_API_SUSPEND:                abi.MES_SUSPEND_DW_API_STATUS,
 	abi.MES_SCH_API_RESUME:                 abi.MES_RESUME_DW_API_STATUS,
 	abi.MES_SCH_API_QUERY_SCHEDULER_STATUS: abi.MES_QUERY_DW_API_STATUS,
+	abi.MES_SCH_API_SET_LOG_BUFFER:         abi.MES_LOG_DW_API_STATUS,
 }
 
 func mesFrame(op uint32) *mesFrameB {

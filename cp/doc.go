@@ -73,8 +73,9 @@
 // WR_ONE_ADDR writes); then, if a queue of at least its priority is waiting, the queue yields
 // (Stats.Yields): it hands the turn to the best waiter and queues again (with no spare P it
 // also lets the Go scheduler run timers and the transport); if nobody waits, or only lower
-// priorities, the turn is simply renewed (after a Gosched without a spare P): a HIGH user
-// queue is never made to wait behind LOW ones. The clock is read only when the
+// priorities, the turn is simply renewed (after a Gosched without a spare P); and a queue of
+// a higher priority waiting ends a lower one's turn at its next unit of work (packet or
+// chunk): a HIGH user queue waits for a packet boundary, never for a LOW one's budget. The clock is read only when the
 // work done in the turn predicts the budget is spent (time.Now costs up to half a
 // microsecond on some hosts). A queue gives its turn back before it blocks, so idle and
 // parked queues hold none. A goroutine holding a turn while stuck in a call out delays the

@@ -184,7 +184,6 @@ func (q *queue) runActivation() {
 		return
 	}
 	defer q.exit()
-	defer q.reportAtPreempt()
 	if q.asleep.Load() != 0 && !q.asleep.CompareAndSwap(asleepIdle, 0) {
 		return // mapped idle (mapped.go), and Preempt stopped it before it ever ran
 	}
@@ -288,22 +287,6 @@ func (q *queue) finish() {
 	if q.asleep.Load() != asleepTaken { // Preempt's caller knows of a stop Preempt took
 		q.notify() // a mapped queue stopped: after every lock and the turn are gone
 	}
-}
-
-// reportAtPreempt writes the rptr report of a mapped queue that stops for a preemption with
-// packets executed since its last report (a preemption ends a batch too): otherwise a user
-// queue whose last packets ran just before the stop would see its ring as still full, and
-// nothing would ever map it again to correct that. It takes a turn for the call out if it
-// has none (bounded: turns are budgeted).
-func (q *queue) reportAtPreempt() {
-	if !q.mapped || q.stopReq.Load() != stopPreempt || q.state.Load() == abi.HQD_STATE_HALTED ||
-		q.streams[0].pos == q.reported || q.reportAddr == 0 || q.noUpdateRptr {
-		return
-	}
-	if !q.turn && !q.takeTurn(stopOnRevoke) {
-		return
-	}
-	q.endBatch()
 }
 
 // exit ends the activation: a dequeue request makes it inactive; a halted queue stays active

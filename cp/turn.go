@@ -171,13 +171,20 @@ func (q *queue) endTurn() {
 // the turn and yields when the turn's budget is spent. Reading the clock costs up to half a
 // microsecond on some hosts, so it is read only when the work done so far predicts the
 // budget is reached (at most maxBudgetStep units later). False: stop (nothing held).
+//
+// A queue of a higher priority waiting for a turn ends the turn at once (one atomic load per
+// unit of work): a HIGH user queue waits for a packet boundary of the lower one, not for its
+// budget.
 func (q *queue) spend(n int, on stopOn) bool {
 	q.turnWork += n
-	return q.turnWork < q.nextCheck || q.checkBudget(on)
+	return q.turnWork < q.nextCheck && !q.c.turns.waitingAtLeast(q.prio+1) || q.checkBudget(on)
 }
 
 // checkBudget is spend's slow path: read the clock, predict the next check or yield.
 func (q *queue) checkBudget(on stopOn) bool {
+	if q.c.turns.waitingAtLeast(q.prio + 1) {
+		return q.yield(on)
+	}
 	el := time.Since(q.turnStart)
 	if left := q.c.turnBudget - el; left > 0 {
 		step := int64(q.turnWork) * int64(left) / max(int64(el), 1)

@@ -322,6 +322,7 @@ func (a *activation) discard(q *queue) {
 	q.state = qUnmapped
 	a.event(abi.MES_EVT_RESET, 0, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
 	a.saveQueue(q)
+	a.reportQueueRptr(q)
 	q.publish()
 }
 

@@ -197,7 +197,27 @@ func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Ti
 	}
 	a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, uint32(q.gang.proc.vm.PASID))
 	a.saveQueue(q)
+	a.reportQueueRptr(q)
 	a.markUnmapped(q)
+}
+
+// reportQueueRptr writes an unmapped queue's rptr to its rptr report address, in its process's
+// address space: the CP writes it at the end of a batch, and a preemption can stop the queue
+// after packets it has not reported yet (a user queue would then see its ring fuller than it
+// is, and nothing would map it again to correct that); after a RESET it shows the discarded
+// work gone. The CP itself would need an execution turn for that write; MES needs none.
+func (a *activation) reportQueueRptr(q *queue) {
+	p := q.gang.proc
+	if q.img.ReportAddr == 0 || q.img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0 || p.vmid == 0 || !a.enter() {
+		return
+	}
+	defer a.leave()
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(q.rptr&(q.ringDwords()-1)))
+	acc := engine.Access{VMID: p.vmid, Slot: -1, Bypass: true, Client: abi.VM_CID_CPC}
+	if err := a.m.cfg.Memory.Write(acc, q.img.ReportAddr, b[:]); err != nil {
+		a.m.limiter.Warn(logKeySave, "mes: rptr report unwritable", "doorbell", q.doorbell, "addr", q.img.ReportAddr, "err", err)
+	}
 }
 
 // markUnmapped publishes an unmapped queue and has the next pass look whether it waits.
