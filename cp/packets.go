@@ -682,12 +682,7 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n, from uint64, dm
 		copy(b[i:], b[:i]) // doubling: i stays a multiple of 4, so the phase is kept
 	}
 	for off, units := from, 0; off < n; {
-		if dma {
-			q.progress = off
-			if !q.dmaChunkDone(units) {
-				return errStop
-			}
-		} else if !q.chunkDone(units) {
+		if !q.between(dma, off, units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)
@@ -699,17 +694,23 @@ func (q *queue) fill(bypass bool, dst uint64, pattern uint32, n, from uint64, dm
 	return nil
 }
 
+// between is the check between chunks of a long packet at byte off (units of work since the
+// last one): a DMA_DATA records its progress and stops for a preemption too (it resumes
+// there), a kernel only for a reset.
+func (q *queue) between(dma bool, off uint64, units int) bool {
+	if dma {
+		q.progress = off
+		return q.dmaChunkDone(units)
+	}
+	return q.chunkDone(units)
+}
+
 // copyMem copies n bytes from src to dst a chunk at a time (forward; overlapping ranges get
 // chunk-wise results, as undefined on hardware), starting at offset from; dma as for fill.
 func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n, from uint64, dma bool) error {
 	if c, ok := q.mem.(engine.Copier); ok && srcBypass == dstBypass {
 		for off, units := from, 0; off < n; {
-			if dma {
-				q.progress = off
-				if !q.dmaChunkDone(units) {
-					return errStop
-				}
-			} else if !q.chunkDone(units) {
+			if !q.between(dma, off, units) {
 				return errStop
 			}
 			m := min(n-off, copyChunkBytes)
@@ -722,12 +723,7 @@ func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, 
 	}
 	b := q.chunkBuf()
 	for off, units := from, 0; off < n; {
-		if dma {
-			q.progress = off
-			if !q.dmaChunkDone(units) {
-				return errStop
-			}
-		} else if !q.chunkDone(units) {
+		if !q.between(dma, off, units) {
 			return errStop
 		}
 		m := min(n-off, dmaChunkBytes)

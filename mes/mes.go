@@ -111,47 +111,29 @@ func New(cfg Config) *MES {
 // ReadReg reads a MES register (off relative to the block). Called with the device's register
 // lock held: it never blocks on the scheduler goroutine.
 func (m *MES) ReadReg(off uint32) uint32 {
+	reg := off + abi.BLOCK_MES_BASE
+	switch reg {
+	case abi.REG_MES_CNTL:
+		return m.cntl.Load()
+	case abi.REG_MES_VERSION:
+		return abi.MES_SCHED_API_VERSION<<12 | abi.MES_SCHED_FW_VERSION
+	}
 	m.mu.Lock()
-	a := m.act.Load()
-	switch off + abi.BLOCK_MES_BASE {
-	case abi.REG_MES_RING_ACTIVE:
+	if v, ok := m.storedLocked(reg); ok {
 		m.mu.Unlock()
+		return v
+	}
+	a := m.act.Load()
+	q, state, herr := m.queryDB, m.lastState, m.lastErr
+	wlo, whi := m.wptrLo, m.wptrHi
+	m.mu.Unlock()
+	switch reg {
+	case abi.REG_MES_RING_ACTIVE:
 		if a != nil {
 			return 1
 		}
 		return 0
-	case abi.REG_MES_RING_BASE_LO:
-		defer m.mu.Unlock()
-		return m.baseLo
-	case abi.REG_MES_RING_BASE_HI:
-		defer m.mu.Unlock()
-		return m.baseHi
-	case abi.REG_MES_RING_CONTROL:
-		defer m.mu.Unlock()
-		return m.control
-	case abi.REG_MES_RING_RPTR_REPORT_ADDR_LO:
-		defer m.mu.Unlock()
-		return m.reportLo
-	case abi.REG_MES_RING_RPTR_REPORT_ADDR_HI:
-		defer m.mu.Unlock()
-		return m.reportHi
-	case abi.REG_MES_RING_DOORBELL:
-		defer m.mu.Unlock()
-		return m.doorbell
-	case abi.REG_MES_CNTL:
-		m.mu.Unlock()
-		return m.cntl.Load()
-	case abi.REG_MES_QUERY_DOORBELL:
-		defer m.mu.Unlock()
-		return m.queryDB
-	case abi.REG_MES_VERSION:
-		m.mu.Unlock()
-		return abi.MES_SCHED_API_VERSION<<12 | abi.MES_SCHED_FW_VERSION
-	}
-	q := m.queryDB
-	state, herr := m.lastState, m.lastErr
-	m.mu.Unlock()
-	if off+abi.BLOCK_MES_BASE == abi.REG_MES_STATUS {
+	case abi.REG_MES_STATUS:
 		v := state<<abi.REG_MES_STATUS__STATE__SHIFT | herr<<abi.REG_MES_STATUS__ERROR__SHIFT
 		if a != nil && m.ownedMask.Load() != 0 {
 			v |= abi.REG_MES_STATUS__HW_RESOURCES_MASK
@@ -159,15 +141,36 @@ func (m *MES) ReadReg(off uint32) uint32 {
 		return v
 	}
 	if a == nil {
-		switch off + abi.BLOCK_MES_BASE {
+		switch reg {
 		case abi.REG_MES_RING_WPTR_LO:
-			return m.wptrLo
+			return wlo
 		case abi.REG_MES_RING_WPTR_HI:
-			return m.wptrHi
+			return whi
 		}
 		return 0
 	}
-	return a.readReg(off+abi.BLOCK_MES_BASE, q)
+	return a.readReg(reg, q)
+}
+
+// storedLocked reads the registers that are plain storage (mu held).
+func (m *MES) storedLocked(reg uint32) (uint32, bool) {
+	switch reg {
+	case abi.REG_MES_RING_BASE_LO:
+		return m.baseLo, true
+	case abi.REG_MES_RING_BASE_HI:
+		return m.baseHi, true
+	case abi.REG_MES_RING_CONTROL:
+		return m.control, true
+	case abi.REG_MES_RING_RPTR_REPORT_ADDR_LO:
+		return m.reportLo, true
+	case abi.REG_MES_RING_RPTR_REPORT_ADDR_HI:
+		return m.reportHi, true
+	case abi.REG_MES_RING_DOORBELL:
+		return m.doorbell, true
+	case abi.REG_MES_QUERY_DOORBELL:
+		return m.queryDB, true
+	}
+	return 0, false
 }
 
 // WriteReg writes a MES register. Called with the device's register lock held.
