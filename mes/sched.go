@@ -92,10 +92,14 @@ func (a *activation) pollShadows(now time.Time) {
 	if a.hw == nil || a.hw.poll == 0 {
 		return
 	}
+	// The period has a floor that grows with the queues a poll reads (200 ns each): with
+	// amdgpu's 50 µs and a thousand unmapped queues that always have work, the poll would
+	// otherwise be the scheduler's whole work.
+	floor := max(a.hw.poll, time.Duration(len(a.t.order))*200*time.Nanosecond)
 	if found {
-		a.pollWait = a.hw.poll
+		a.pollWait = floor
 	} else {
-		a.pollWait = min(2*a.pollWait, maxPollWait)
+		a.pollWait = min(max(2*a.pollWait, floor), max(maxPollWait, floor))
 	}
 	a.nextPoll = now.Add(a.pollWait)
 }
@@ -116,56 +120,54 @@ func (a *activation) observe(now time.Time) {
 
 // observeSlot looks at one occupied slot (see observe); false if the activation is revoked.
 func (a *activation) observeSlot(s int, q *queue, now time.Time) bool {
-	{
-		var img cp.Image
-		var st cp.StopState
-		var qs cp.QueueStats
-		if !a.slotsDo(func(sl Slots) {
-			img, st = sl.Saved(s)
-			if st == cp.Running {
-				qs = sl.Queue(s)
-			}
-		}) {
-			return false
+	var img cp.Image
+	var st cp.StopState
+	var qs cp.QueueStats
+	if !a.slotsDo(func(sl Slots) {
+		img, st = sl.Saved(s)
+		if st == cp.Running {
+			qs = sl.Queue(s)
 		}
-		switch st {
-		case cp.Running:
-			progressed := qs.Rptr != q.rptr
-			q.rptr, q.wptr = qs.Rptr, max(q.wptr, qs.Wptr)
-			if qs.Idle && qs.Rptr == qs.Wptr {
-				// Idle since this look if it ran since the last one: the idle grace
-				// measures time without work, not since the first idle moment.
-				if q.idleSince.IsZero() || progressed {
-					q.idleSince = now
-				}
+	}) {
+		return false
+	}
+	switch st {
+	case cp.Running:
+		progressed := qs.Rptr != q.rptr
+		q.rptr, q.wptr = qs.Rptr, max(q.wptr, qs.Wptr)
+		if qs.Idle && qs.Rptr == qs.Wptr {
+			// Idle since this look if it ran since the last one: the idle grace
+			// measures time without work, not since the first idle moment.
+			if q.idleSince.IsZero() || progressed {
+				q.idleSince = now
+			}
+		} else {
+			q.idleSince = time.Time{}
+		}
+		// Its quantum runs from when it first ran (or parked) in the slot, not from
+		// the map: a queue still waiting for its first execution turn has had none.
+		if q.ranSince.IsZero() && (progressed || qs.Idle || qs.State == abi.HQD_STATE_WAITING ||
+			qs.State == abi.HQD_STATE_BUSY_KERNEL) {
+			q.ranSince = now
+		}
+		if q.state == qPreempting && !now.Before(q.preemptAt) {
+			// A queue inside the endless kernel cannot stop: hung at its grace. One
+			// still between preemption points (a slow host, a long call out) gets
+			// another grace, up to maxPreemptWait in all.
+			if qs.State == abi.HQD_STATE_BUSY_KERNEL || now.Sub(q.preemptReq) >= maxPreemptWait {
+				a.hang(q, now)
 			} else {
-				q.idleSince = time.Time{}
+				q.preemptAt = now.Add(a.cfg.preemptGrace[q.gang.level])
 			}
-			// Its quantum runs from when it first ran (or parked) in the slot, not from
-			// the map: a queue still waiting for its first execution turn has had none.
-			if q.ranSince.IsZero() && (progressed || qs.Idle || qs.State == abi.HQD_STATE_WAITING ||
-				qs.State == abi.HQD_STATE_BUSY_KERNEL) {
-				q.ranSince = now
-			}
-			if q.state == qPreempting && !now.Before(q.preemptAt) {
-				// A queue inside the endless kernel cannot stop: hung at its grace. One
-				// still between preemption points (a slow host, a long call out) gets
-				// another grace, up to maxPreemptWait in all.
-				if qs.State == abi.HQD_STATE_BUSY_KERNEL || now.Sub(q.preemptReq) >= maxPreemptWait {
-					a.hang(q, now)
-				} else {
-					q.preemptReq, q.preemptAt = now, now.Add(a.cfg.preemptGrace[q.gang.level])
-				}
-			}
-			q.publish() // MES_QUERY_* follow a running queue
-		case cp.Preempted:
-			a.leftSlot(q, img, q.preemptReason, now)
-		case cp.Halted:
-			q.errCode = img.Error
-			a.leftSlot(q, img, abi.MES_UNMAP_HALTED, now)
-		default: // Killed (RESET) or Empty (the CP was reset under us)
-			a.leftSlot(q, img, abi.MES_UNMAP_RESET, now)
 		}
+		q.publish() // MES_QUERY_* follow a running queue
+	case cp.Preempted:
+		a.leftSlot(q, img, q.preemptReason, now)
+	case cp.Halted:
+		q.errCode = img.Error
+		a.leftSlot(q, img, abi.MES_UNMAP_HALTED, now)
+	default: // Killed (RESET) or Empty (the CP was reset under us)
+		a.leftSlot(q, img, abi.MES_UNMAP_RESET, now)
 	}
 	return true
 }
