@@ -61,6 +61,7 @@ type activation struct {
 	pend       *pending         // the frame in progress (frames complete in order)
 	moreFrames bool             // the last pass left frames on the ring
 	waitList   []*queue         // queues waiting for a slot, in the order they started (sched.go)
+	waitLevels uint32           // bit l: a queue of level l is in waitList
 	rescan     bool             // a queue may have got work: the next pass scans every queue
 	lastScan   time.Time
 	log        eventLog

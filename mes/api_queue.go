@@ -181,6 +181,7 @@ func freeCtxIndex(g *gang) int {
 func (a *activation) dropQueue(q *queue) {
 	_ = a.write(q.ctx, make([]byte, 4)) // MES_CTX_DW_MAGIC = 0: nothing to continue
 	q.status.Store(0)
+	q.removed = true
 	if p := a.t.remove(q); p != nil && p.vmid != 0 {
 		a.vmids[p.vmid] = nil
 		a.unbind(p.vmid)

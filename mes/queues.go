@@ -60,6 +60,7 @@ type queue struct {
 	ranSince      time.Time // when it first ran or parked in its slot (its quantum starts); zero: not yet
 	waitSince     time.Time // when it started waiting for a slot (in activation.waitList)
 	inWait        bool      // in activation.waitList
+	removed       bool      // REMOVE_QUEUE dropped it (a stale waitList entry is skipped)
 	idleSince     time.Time // mapped and idle since (zero: busy)
 	preemptReason uint32
 	preemptReq    time.Time // when the preemption was asked for

@@ -402,7 +402,13 @@ func (a *activation) schedule(now time.Time) {
 	// of that type (same or lower level) cannot either.
 	var stuck [2]bool
 	for l := int(abi.MES_PRIORITY_LEVELS) - 1; l >= 0; l-- {
+		if a.waitLevels&(1<<l) == 0 {
+			continue // nobody of this level waits: no pass over the list for it
+		}
 		for _, w := range waiters {
+			if stuck[0] && stuck[1] {
+				return
+			}
 			ti := typeIndex(w.qtype)
 			if int(w.gang.level) != l || stuck[ti] || w.state != qUnmapped {
 				continue
@@ -435,10 +441,12 @@ func (a *activation) schedule(now time.Time) {
 // pass costs O(waiting) rather than O(queues).
 func (a *activation) refreshWaiting(now time.Time) []*queue {
 	n := 0
+	a.waitLevels = 0
 	for _, q := range a.waitList {
-		if q.runnable() && a.t.queues[q.doorbell] == q {
+		if q.runnable() && !q.removed {
 			a.waitList[n] = q
 			n++
+			a.waitLevels |= 1 << q.gang.level
 			continue
 		}
 		q.inWait = false
@@ -452,6 +460,7 @@ func (a *activation) refreshWaiting(now time.Time) []*queue {
 			if !q.inWait && q.runnable() {
 				q.inWait, q.waitSince = true, now
 				a.waitList = append(a.waitList, q)
+				a.waitLevels |= 1 << q.gang.level
 			}
 		}
 	}
