@@ -29,10 +29,11 @@ type activation struct {
 	start time.Time
 
 	// Gate: a revoked activation makes no further call out.
-	revoked  atomic.Bool
-	inflight atomic.Int64
-	stop     chan struct{}
-	wake     chan struct{}
+	revoked      atomic.Bool
+	inflight     atomic.Int64
+	drainCounted atomic.Bool // counted in MES.draining (revoked, a call out was in flight)
+	stop         chan struct{}
+	wake         chan struct{}
 
 	wptr atomic.Uint64 // API ring wptr (monotonic dwords)
 	rptr atomic.Uint64 // API ring rptr
@@ -99,12 +100,19 @@ func (a *activation) enter() bool {
 
 func (a *activation) leave() {
 	if a.inflight.Add(-1) == 0 && a.revoked.Load() {
-		return
+		a.undrain()
 	}
 }
 
-// revoke stops the activation: no call out after this returns begins; one in flight is counted
-// in MES.draining until it returns.
+// undrain uncounts a revoked activation from MES.draining, once.
+func (a *activation) undrain() {
+	if a.drainCounted.CompareAndSwap(true, false) {
+		a.m.draining.Add(-1)
+	}
+}
+
+// revoke stops the activation: no call out after this returns begins (enter checks revoked
+// after counting itself in flight); one in flight is counted in MES.draining until its leave.
 func (a *activation) revoke() {
 	a.m.slotMu.Lock()
 	already := a.revoked.Swap(true)
@@ -112,14 +120,11 @@ func (a *activation) revoke() {
 	if already {
 		return
 	}
+	a.drainCounted.Store(true)
 	a.m.draining.Add(1)
-	go func() {
-		// Uncount once nothing of this activation is in flight any more.
-		for a.inflight.Load() != 0 {
-			time.Sleep(20 * time.Microsecond)
-		}
-		a.m.draining.Add(-1)
-	}()
+	if a.inflight.Load() == 0 {
+		a.undrain()
+	}
 	close(a.stop)
 }
 
