@@ -94,6 +94,9 @@ type mesQueue struct {
 // 0 = the device's default).
 type mesSchedConfig struct {
 	idleGrace, preemptGrace uint64
+	// process serves the device from a child process (ServeIfChild), as QEMU sees it: the
+	// client's goroutines then do not share the device's Go scheduler.
+	process bool
 }
 
 // newKernelRig starts a device with the same layout and no scheduler: its queues are
@@ -153,7 +156,7 @@ func (q *mesQueue) ringVA() uint64 {
 // on and OVERSUBSCRIPTION_TIMER is 0: every doorbell of an unmapped queue reaches MES, so a
 // periodic poll of every unmapped queue's wptr shadow would cost CPU and find nothing.
 func newMESRig(pipe0, pipe1 uint32, sc mesSchedConfig) (*mesRig, error) {
-	rig, err := NewRig(RigConfig{NoQueue: true})
+	rig, err := NewRig(RigConfig{NoQueue: true, Process: sc.process})
 	if err != nil {
 		return nil, err
 	}

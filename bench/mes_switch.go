@@ -18,7 +18,8 @@ import (
 // stays mapped (checked: no map), cost the rest of the job: the switch is the difference, per
 // round (the rounds of the three sides alternate). Beside it, in the same rig, the cost of 20
 // one-dword WRITE_DATA packets through the device path (A, mapped, runs them in fenced chunks
-// of up to half its ring, as the packet-rate figure does).
+// of up to half its ring, as the packet-rate figure does). The device runs in a child
+// process, as QEMU sees it.
 
 // longIdle is the idle grace (100 ns units: 10 s) of the rigs whose baselines need a queue to
 // stay mapped: with nobody waiting a queue keeps its slot until it has been idle that long.
@@ -37,7 +38,7 @@ type switchRig struct {
 }
 
 func newSwitchRig() (*switchRig, error) {
-	r, err := newMESRig(0x1, 0, mesSchedConfig{idleGrace: longIdle, preemptGrace: osPreempt})
+	r, err := newMESRig(0x1, 0, mesSchedConfig{idleGrace: longIdle, preemptGrace: osPreempt, process: true})
 	if err != nil {
 		return nil, err
 	}
