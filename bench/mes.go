@@ -102,7 +102,7 @@ type mesSchedConfig struct {
 // newKernelRig starts a device with the same layout and no scheduler: its queues are
 // activated through HQD registers (activate), as kernel queues are.
 func newKernelRig() (*mesRig, error) {
-	rig, err := NewRig(RigConfig{NoQueue: true})
+	rig, err := NewRig(RigConfig{NoQueue: true, Process: true})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 // the per-queue counts; a queue that completed nothing fails the figure.
 //
 // The baseline is the same jobs, fed the same way, on 16 permanently mapped queues: a second
-// device in the same run, with the same processes (8; page tables, PASIDs) and the same queue
+// device in the same run (both devices serve from child processes, as QEMU sees them), with the same processes (8; page tables, PASIDs) and the same queue
 // layout, whose 16 compute slots are activated through HQD registers, each in the VMID MES
 // would give its process. Not 16 MES queues on the 16 slots: a MES queue idle past its idle
 // grace gives its slot up even when nobody waits, so they would not be a permanently mapped
@@ -64,7 +64,7 @@ type oversubRig struct {
 func newOversubRig() (*oversubRig, error) {
 	o := &oversubRig{}
 	var err error
-	if o.mes, err = newMESRig(0xFF, 0xFF, mesSchedConfig{idleGrace: osIdle, preemptGrace: osPreempt}); err != nil {
+	if o.mes, err = newMESRig(0xFF, 0xFF, mesSchedConfig{idleGrace: osIdle, preemptGrace: osPreempt, process: true}); err != nil {
 		return nil, err
 	}
 	if o.kern, err = newKernelRig(); err != nil {

@@ -119,7 +119,23 @@ func (s *switchRig) toA(c Clock) error {
 	}
 	c.StopTimer()
 	defer c.StartTimer()
-	return s.one(s.a)
+	if err := s.one(s.a); err != nil {
+		return err
+	}
+	return s.settled(s.a)
+}
+
+// settled waits until q's rptr report shows its last job: the CP adds a batch's packets to
+// CP_PACKETS before it writes the report, and the packet figure that may follow compares
+// CP_PACKETS deltas exactly (the job's fence alone is seen before the count).
+func (s *switchRig) settled(q *mesQueue) error {
+	want := uint32(q.wptr % q.ringDwords)
+	for deadline := time.Now().Add(swWait); q.word(mqReport) != want; time.Sleep(10 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("queue %s: rptr report %d, want %d after its last job", q, q.word(mqReport), want)
+		}
+	}
+	return nil
 }
 
 // alone: every job on A, which stays mapped.
