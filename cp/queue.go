@@ -599,7 +599,9 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 		q.state.Store(abi.HQD_STATE_HALTED)
 	}
 	q.h.mu.Unlock()
-	q.reportCounted(f, addr, hdr, counted)
+	if counted {
+		q.announce(f, addr, hdr)
+	}
 }
 
 // report counts, logs (rate-limited) and signals a halt (inside a turn: it calls
@@ -607,14 +609,14 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 func (q *queue) report(f *fault, addr uint64, info uint32) {
 	if q.current() {
 		q.c.halts.Add(1)
-		q.reportCounted(f, addr, info, true)
+		q.announce(f, addr, info)
 	}
 }
 
-// reportCounted is report for a halt already counted (or, !counted, of a revoked activation:
-// nothing).
-func (q *queue) reportCounted(f *fault, addr uint64, info uint32, counted bool) {
-	if !counted || !q.current() {
+// announce logs (rate-limited) and signals a halt already counted; an activation revoked
+// meanwhile says nothing.
+func (q *queue) announce(f *fault, addr uint64, info uint32) {
+	if !q.current() {
 		return
 	}
 	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", fmt.Sprintf("%#x", addr),
