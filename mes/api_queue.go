@@ -179,7 +179,9 @@ func freeCtxIndex(g *gang) int {
 
 // dropQueue forgets an unmapped queue (REMOVE_QUEUE).
 func (a *activation) dropQueue(q *queue) {
-	_ = a.write(q.ctx, make([]byte, 4)) // MES_CTX_DW_MAGIC = 0: nothing to continue
+	if err := a.write(q.ctx, make([]byte, 4)); err != nil { // MES_CTX_DW_MAGIC = 0: nothing to continue
+		a.saveFailed(q, err)
+	}
 	q.status.Store(0)
 	q.removed = true
 	if p := a.t.remove(q); p != nil && p.vmid != 0 {
