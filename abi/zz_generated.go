@@ -743,8 +743,8 @@ const (
 	REGS_MSIX_PBA_OFFSET = 0x3f800
 	// REGS_MSIX_MAX_VECTORS The MSI-X page has room for this many vectors.
 	REGS_MSIX_MAX_VECTORS = 0x80
-	// DOORBELL_SIZE Doorbell BAR size in bytes.
-	DOORBELL_SIZE = 0x4000
+	// DOORBELL_SIZE Doorbell BAR size in bytes: 16 pages, so that a driver can give each process a page of its own (amdgpu's doorbell objects) beside its kernel page.
+	DOORBELL_SIZE = 0x10000
 	// DOORBELL_STRIDE Bytes per doorbell: each is 64 bits.
 	DOORBELL_STRIDE = 0x8
 	// DOORBELL_PER_PAGE Doorbells per 4 KiB page.
@@ -756,8 +756,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL).
-	ID_VERSION_MINOR = 0x3
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512).
+	ID_VERSION_MINOR = 0x4
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.

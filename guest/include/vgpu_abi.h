@@ -742,8 +742,8 @@
 #define VGPU_REGS_MSIX_PBA_OFFSET 0x3f800ULL
 /* The MSI-X page has room for this many vectors. */
 #define VGPU_REGS_MSIX_MAX_VECTORS 0x80ULL
-/* Doorbell BAR size in bytes. */
-#define VGPU_DOORBELL_SIZE 0x4000ULL
+/* Doorbell BAR size in bytes: 16 pages, so that a driver can give each process a page of its own (amdgpu's doorbell objects) beside its kernel page. */
+#define VGPU_DOORBELL_SIZE 0x10000ULL
 /* Bytes per doorbell: each is 64 bits. */
 #define VGPU_DOORBELL_STRIDE 0x8ULL
 /* Doorbells per 4 KiB page. */
@@ -755,8 +755,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). */
-#define VGPU_ID_VERSION_MINOR 0x3ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). */
+#define VGPU_ID_VERSION_MINOR 0x4ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
