@@ -45,4 +45,23 @@ var shaderGroups = []ConstGroup{
 		c("PROGRAM_SIZE", 7, "The program is empty or longer than SHADER_MAX_INSNS."),
 		c("PROGRAM_FETCH", 8, "The program could not be read from its GPU address (a fault on the fetch)."),
 	)},
+	{Prefix: "SHADER_ITEM_", Doc: "A work-item's state in a context save area.", Consts: consts(
+		c("READY", 0, "It runs from its PC when resumed."),
+		c("BARRIER", 1, "It waits at a workgroup barrier (PC is after the call)."),
+		c("SLEEPING", 2, "It sleeps for the item's remaining SLEEP_NS (PC is after the call)."),
+		c("EXITED", 3, "It has executed EXIT."),
+		c("RETRY", 4, "Parked on a retry fault (never saved: saved as READY, the access replays)."),
+	)},
+	{Prefix: "SHADER_CSA_", Doc: "The context save area of a preempted dispatch (vgpu's layout, little endian; docs/shader.md): a header, then each workgroup in flight: its index (u64) and its work-items, each REGS (11 u64, R0..R10), PC (u32), KIND (u32, SHADER_ITEM_*), SLEEP_NS (u64), then its stack.", Consts: consts(
+		c("MAGIC", 0x41534356, "Header DW0: \"VCSA\" in memory order."),
+		c("VERSION", 1, "Header DW1."),
+		c("DW_NEXT", 2, "Header DW2-3: the first workgroup not started (u64)."),
+		c("DW_TOTAL", 4, "Header DW4-5: the dispatch's workgroups (u64)."),
+		c("DW_GROUPS", 6, "Header DW6: workgroups saved."),
+		c("DW_GROUP_ITEMS", 7, "Header DW7: work-items per workgroup."),
+		c("DW_STACK", 8, "Header DW8: stack bytes per work-item."),
+		c("HEADER_BYTES", 64, "Header size; DW9-15 are 0."),
+		c("GROUP_BYTES", 8, "Per saved workgroup, before its items: the index."),
+		c("ITEM_BYTES", 104, "Per work-item, before its stack."),
+	)},
 }

@@ -1895,6 +1895,36 @@ const (
 	SHADER_ERR_PROGRAM_SIZE = 0x7
 	// SHADER_ERR_PROGRAM_FETCH The program could not be read from its GPU address (a fault on the fetch).
 	SHADER_ERR_PROGRAM_FETCH = 0x8
+	// SHADER_ITEM_READY It runs from its PC when resumed.
+	SHADER_ITEM_READY = 0x0
+	// SHADER_ITEM_BARRIER It waits at a workgroup barrier (PC is after the call).
+	SHADER_ITEM_BARRIER = 0x1
+	// SHADER_ITEM_SLEEPING It sleeps for the item's remaining SLEEP_NS (PC is after the call).
+	SHADER_ITEM_SLEEPING = 0x2
+	// SHADER_ITEM_EXITED It has executed EXIT.
+	SHADER_ITEM_EXITED = 0x3
+	// SHADER_ITEM_RETRY Parked on a retry fault (never saved: saved as READY, the access replays).
+	SHADER_ITEM_RETRY = 0x4
+	// SHADER_CSA_MAGIC Header DW0: "VCSA" in memory order.
+	SHADER_CSA_MAGIC = 0x41534356
+	// SHADER_CSA_VERSION Header DW1.
+	SHADER_CSA_VERSION = 0x1
+	// SHADER_CSA_DW_NEXT Header DW2-3: the first workgroup not started (u64).
+	SHADER_CSA_DW_NEXT = 0x2
+	// SHADER_CSA_DW_TOTAL Header DW4-5: the dispatch's workgroups (u64).
+	SHADER_CSA_DW_TOTAL = 0x4
+	// SHADER_CSA_DW_GROUPS Header DW6: workgroups saved.
+	SHADER_CSA_DW_GROUPS = 0x6
+	// SHADER_CSA_DW_GROUP_ITEMS Header DW7: work-items per workgroup.
+	SHADER_CSA_DW_GROUP_ITEMS = 0x7
+	// SHADER_CSA_DW_STACK Header DW8: stack bytes per work-item.
+	SHADER_CSA_DW_STACK = 0x8
+	// SHADER_CSA_HEADER_BYTES Header size; DW9-15 are 0.
+	SHADER_CSA_HEADER_BYTES = 0x40
+	// SHADER_CSA_GROUP_BYTES Per saved workgroup, before its items: the index.
+	SHADER_CSA_GROUP_BYTES = 0x8
+	// SHADER_CSA_ITEM_BYTES Per work-item, before its stack.
+	SHADER_CSA_ITEM_BYTES = 0x68
 )
 
 // RegisterNames maps a register's byte offset to its name, for logs and diagnostics.

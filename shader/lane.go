@@ -19,9 +19,9 @@ type Memory interface {
 	Atomic(op AtomicOp, addr uint64, size int, v, cmp uint64) (uint64, error)
 }
 
-// Trapper receives HELPER_TRAP calls (the compute unit raises the IV).
+// Trapper receives HELPER_TRAP calls (the compute unit raises the IV): pc is the call's slot.
 type Trapper interface {
-	Trap(l *Lane, code uint32)
+	Trap(l *Lane, pc int, code uint32)
 }
 
 // Stop is why Run returned.
@@ -606,7 +606,7 @@ func (l *Lane) call(pc int, id uint32) (Stop, error) {
 	case abi.SHADER_HELPER_TRAP:
 		r[0] = 0
 		if l.trap != nil {
-			l.trap.Trap(l, uint32(r[1]))
+			l.trap.Trap(l, pc, uint32(r[1]))
 		}
 		return Yielded, nil
 	case abi.SHADER_HELPER_SLEEP:

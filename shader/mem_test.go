@@ -55,4 +55,4 @@ func (m *flatMem) u64(addr uint64) uint64 { return binary.LittleEndian.Uint64(m.
 // traps records HELPER_TRAP calls.
 type traps struct{ codes []uint32 }
 
-func (t *traps) Trap(l *Lane, code uint32) { t.codes = append(t.codes, code) }
+func (t *traps) Trap(l *Lane, pc int, code uint32) { t.codes = append(t.codes, code) }

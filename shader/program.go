@@ -389,3 +389,9 @@ func atomicsForMarshal(insns asm.Instructions) asm.Instructions {
 	}
 	return out
 }
+
+// Entry reports whether a work-item may continue at slot pc: an instruction of the program
+// (not outside it, not the second slot of an LD_IMM64). A restored program counter must be.
+func (p *Program) Entry(pc int) bool {
+	return pc >= 0 && pc < len(p.code) && p.code[pc].op != opFiller
+}

@@ -1894,6 +1894,36 @@
 #define VGPU_SHADER_ERR_PROGRAM_SIZE 0x7ULL
 /* The program could not be read from its GPU address (a fault on the fetch). */
 #define VGPU_SHADER_ERR_PROGRAM_FETCH 0x8ULL
+/* It runs from its PC when resumed. */
+#define VGPU_SHADER_ITEM_READY 0x0ULL
+/* It waits at a workgroup barrier (PC is after the call). */
+#define VGPU_SHADER_ITEM_BARRIER 0x1ULL
+/* It sleeps for the item's remaining SLEEP_NS (PC is after the call). */
+#define VGPU_SHADER_ITEM_SLEEPING 0x2ULL
+/* It has executed EXIT. */
+#define VGPU_SHADER_ITEM_EXITED 0x3ULL
+/* Parked on a retry fault (never saved: saved as READY, the access replays). */
+#define VGPU_SHADER_ITEM_RETRY 0x4ULL
+/* Header DW0: "VCSA" in memory order. */
+#define VGPU_SHADER_CSA_MAGIC 0x41534356ULL
+/* Header DW1. */
+#define VGPU_SHADER_CSA_VERSION 0x1ULL
+/* Header DW2-3: the first workgroup not started (u64). */
+#define VGPU_SHADER_CSA_DW_NEXT 0x2ULL
+/* Header DW4-5: the dispatch's workgroups (u64). */
+#define VGPU_SHADER_CSA_DW_TOTAL 0x4ULL
+/* Header DW6: workgroups saved. */
+#define VGPU_SHADER_CSA_DW_GROUPS 0x6ULL
+/* Header DW7: work-items per workgroup. */
+#define VGPU_SHADER_CSA_DW_GROUP_ITEMS 0x7ULL
+/* Header DW8: stack bytes per work-item. */
+#define VGPU_SHADER_CSA_DW_STACK 0x8ULL
+/* Header size; DW9-15 are 0. */
+#define VGPU_SHADER_CSA_HEADER_BYTES 0x40ULL
+/* Per saved workgroup, before its items: the index. */
+#define VGPU_SHADER_CSA_GROUP_BYTES 0x8ULL
+/* Per work-item, before its stack. */
+#define VGPU_SHADER_CSA_ITEM_BYTES 0x68ULL
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
