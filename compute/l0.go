@@ -40,6 +40,9 @@ type laneMem struct {
 var _ shader.Memory = (*laneMem)(nil)
 
 func (m *laneMem) Load(addr uint64, size int) (uint64, error) {
+	if m.run.killed.Load() {
+		return 0, ErrKilled
+	}
 	c := m.c
 	line := addr &^ (LineBytes - 1)
 	i := (line / LineBytes) & c.mask
@@ -79,6 +82,9 @@ func (m *laneMem) checkStale(addr uint64, size int, cached uint64) {
 }
 
 func (m *laneMem) Store(addr uint64, size int, v uint64) error {
+	if m.run.killed.Load() {
+		return ErrKilled
+	}
 	var b [8]byte
 	put(b[:], size, v)
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
@@ -92,6 +98,9 @@ func (m *laneMem) Store(addr uint64, size int, v uint64) error {
 // for every CU); the CU's own line follows, other CUs' lines do not (they are not coherent).
 func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint64) (uint64, error) {
 	p := m.c.p
+	if m.run.killed.Load() {
+		return 0, ErrKilled
+	}
 	p.atomicMu.Lock()
 	defer p.atomicMu.Unlock()
 	var b [8]byte

@@ -71,6 +71,8 @@ type Run struct {
 	stopCh   chan struct{} // closed when stopping is set
 	stopFlag atomic.Bool   // stopping is set (read between budgets)
 
+	killed atomic.Bool // Kill: every memory access fails from now on (no effect after a reset)
+
 	executed atomic.Uint64
 	stale    atomic.Uint64
 }
@@ -96,6 +98,7 @@ func (p *Pool) Start(d Dispatch) (*Run, error) {
 		r.resume = append([]SavedGroup(nil), s.Groups...)
 	}
 	p.stats.dispatches.Add(1)
+	p.track(r)
 	if !r.more() {
 		r.finish()
 		return r, nil
@@ -103,6 +106,7 @@ func (p *Pool) Start(d Dispatch) (*Run, error) {
 	if !p.enqueue(r) {
 		r.result = ErrClosed
 		close(r.done)
+		p.untrack(r)
 	}
 	return r, nil
 }
@@ -132,8 +136,12 @@ func (r *Run) StaleReads() uint64 { return r.stale.Load() }
 // that has ended or is stopping already.
 func (r *Run) Preempt() { r.stop(ErrPreempted) }
 
-// Kill stops the run without saving anything (a queue or device reset).
-func (r *Run) Kill() { r.stop(ErrKilled) }
+// Kill stops the run without saving anything (a queue or device reset). No memory access of
+// the run begins after Kill returns; once Done is closed none is in progress either.
+func (r *Run) Kill() {
+	r.killed.Store(true)
+	r.stop(ErrKilled)
+}
 
 func (r *Run) stop(why error) {
 	r.mu.Lock()
@@ -237,6 +245,7 @@ func (r *Run) finishLocked() {
 		r.push(abi.IH_SRC_SHADER_ERROR, [4]uint32{se.Reason, uint32(se.PC), uint32(se.Addr), uint32(se.Addr >> 32)})
 	}
 	close(r.done)
+	r.p.untrack(r)
 }
 
 func (r *Run) push(src uint8, data [4]uint32) {
