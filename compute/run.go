@@ -21,14 +21,18 @@ type Dispatch struct {
 	Program   *shader.Program
 	Groups    [3]uint32
 	GroupSize [3]uint32
-	Args      uint64 // R1 at entry
-	Stack     int    // stack bytes per work-item: 0 = abi.SHADER_STACK_DEFAULT
+	Start     [3]uint32 // the first workgroup id in each dimension (COMPUTE_START_*)
+	Args      uint64    // R1 at entry
+	Stack     int       // stack bytes per work-item: 0 = abi.SHADER_STACK_DEFAULT
 	VMID      int
 	Slot      int
 	RingID    uint8
 	PASID     uint16
 	// Resume continues a preempted dispatch of the same shape (Run.Result's Saved).
 	Resume *Saved
+	// OnEnd (optional) is called once the run has ended (after Done is closed), from a CU
+	// goroutine or the caller of Start, Preempt or Kill: it must not block.
+	OnEnd func()
 }
 
 // Errors a Run ends with besides a *shader.Error.
@@ -246,6 +250,9 @@ func (r *Run) finishLocked() {
 	}
 	close(r.done)
 	r.p.untrack(r)
+	if r.d.OnEnd != nil {
+		r.d.OnEnd()
+	}
 }
 
 func (r *Run) push(src uint8, data [4]uint32) {
@@ -260,7 +267,9 @@ func (r *Run) push(src uint8, data [4]uint32) {
 // the work-item's linear id in the dispatch.
 func (r *Run) Trap(l *shader.Lane, pc int, code uint32) {
 	d := &l.Dims
-	group := d.Group[0] + d.Group[1]*d.NumGroups[0] + d.Group[2]*d.NumGroups[0]*d.NumGroups[1]
+	st := &r.d.Start
+	g0, g1, g2 := d.Group[0]-uint64(st[0]), d.Group[1]-uint64(st[1]), d.Group[2]-uint64(st[2])
+	group := g0 + g1*d.NumGroups[0] + g2*d.NumGroups[0]*d.NumGroups[1]
 	r.push(abi.IH_SRC_SHADER_TRAP, [4]uint32{code, uint32(pc), uint32(group*uint64(r.groupItems) + d.Linear), 0})
 }
 
@@ -279,6 +288,7 @@ func (r *Run) dims(g uint64, i int) shader.Dims {
 	s.Local[1] = li / s.LocalSize[0] % s.LocalSize[1]
 	s.Local[2] = li / (s.LocalSize[0] * s.LocalSize[1])
 	for k := range 3 {
+		s.Group[k] += uint64(d.Start[k])
 		s.Global[k] = s.Group[k]*s.LocalSize[k] + s.Local[k]
 	}
 	s.Linear = li
