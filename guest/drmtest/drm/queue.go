@@ -236,3 +236,8 @@ func (q *Queue) WaitUserFence(end uint64, timeout time.Duration) error {
 		time.Sleep(50 * time.Microsecond)
 	}
 }
+
+// SetScratch stores v in scratch word i from the CPU.
+func (q *Queue) SetScratch(i int, v uint64) {
+	atomic.StoreUint64(q.Ptrs.U64(ptrScratch+uint64(i)*8), v)
+}
