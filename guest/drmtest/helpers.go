@@ -104,7 +104,7 @@ func (c *child) expect(word string, timeout time.Duration) ([]string, error) {
 	case r := <-ch:
 		f := strings.Fields(r.line)
 		if r.err != nil || len(f) == 0 || f[0] != word {
-			return nil, fmt.Errorf("child said %q (%v), want %q; its stderr: %s", r.line, r.err, word, c.stderr.String())
+			return nil, fmt.Errorf("child said %q (%v), want %q; its stderr: %s", r.line, r.err, word, strings.TrimSpace(c.stderr.String()))
 		}
 		return f[1:], nil
 	case <-time.After(timeout):

@@ -25,8 +25,8 @@ const (
 	ptrScratch   = 128
 )
 
-// JobTailDwords is what Job appends to a payload: a RELEASE_MEM of the job's end to the user
-// fence, then PROTECTED_FENCE_SIGNAL (the driver's fence slot and EOP interrupt).
+// JobTailDwords is what Job appends to a payload: a RELEASE_MEM (GL2 write-back, then the
+// job's end to the user fence), then PROTECTED_FENCE_SIGNAL (the driver's fence slot and EOP interrupt).
 const JobTailDwords = 8 + abi.PM4_PROTECTED_FENCE_DWORDS
 
 // Queue is a compute user queue driven from this process: packets go into its ring, the
@@ -209,7 +209,10 @@ func (q *Queue) Job(payload ...[]uint32) (uint64, error) {
 		n += len(p)
 	}
 	end := q.wptr + uint64(n) + JobTailDwords
-	tail := pm4.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data64, Addr: q.Ptrs.VA + ptrUserFence, Data: end}.Encode()
+	// The GL2 write-back makes the job's writes (WRITE_DATA goes through the L2) visible to
+	// the CPU before the user fence says the job is done.
+	tail := pm4.ReleaseMem{GCR: pm4.FenceGCR, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data64,
+		Addr: q.Ptrs.VA + ptrUserFence, Data: end}.Encode()
 	if err := q.Emit(append(payload, tail, pm4.ProtectedFenceSignal())...); err != nil {
 		return 0, err
 	}
