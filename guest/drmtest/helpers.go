@@ -150,3 +150,32 @@ func hear() string {
 	l, _ := childIn.ReadString('\n')
 	return strings.TrimSpace(l)
 }
+
+// kq runs packets as one job on the driver's kernel queue: an IB in the file's VM, SUBMIT,
+// its out syncobj waited.
+type kq struct {
+	d  *drm.Device
+	ib *drm.Buffer
+	s  uint32
+}
+
+func newKQ(t *T, d *drm.Device) *kq {
+	ib, err := d.NewBuffer(64<<10, drm.VGPU_GEM_DOMAIN_SYSTEM, 0, drm.RWX, 4096, true)
+	t.Check(err, "IB buffer")
+	s, err := d.SyncobjCreate(0)
+	t.Check(err, "syncobj create")
+	return &kq{d: d, ib: ib, s: s}
+}
+
+func (k *kq) run(t *T, pkts ...[]uint32) {
+	n := uint64(0)
+	for _, p := range pkts {
+		for _, v := range p {
+			*k.ib.U32(n * 4) = v
+			n++
+		}
+	}
+	sub := drm.Submit{Ib_va: k.ib.VA, Ib_dwords: uint32(n), Out_syncobj: k.s}
+	t.Check(k.d.Submit(&sub), "SUBMIT of a %d-dword IB", n)
+	t.Check(k.d.SyncobjWait([]uint32{k.s}, jobTimeout, 0), "wait for kernel-queue job %d", sub.Seqno)
+}
