@@ -24,7 +24,7 @@ func userqKill(t *T) {
 	words, err := c.expect("running", jobTimeout)
 	t.Check(err, "child")
 	clients, _ := readDebugfs("vgpu_clients")
-	if !strings.Contains(clients, words[0]) {
+	if !strings.Contains(clients, "pid "+words[0]+" ") {
 		t.Errorf("vgpu_clients does not name the running child (pid %s):\n%s", words[0], clients)
 	}
 	time.Sleep(100 * time.Millisecond)
