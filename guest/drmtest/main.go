@@ -39,7 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.iommuMode, "iommu-mode", "", "the guest's IOMMU mode (off, on), printed as a diagnostic")
 	fs.BoolVar(&o.list, "list", false, "print the case names and exit")
 	fs.StringVar(&o.child, "child", "", "internal: run a case's helper process")
-	fs.DurationVar(&o.caseLimit, "case-timeout", 3*time.Minute, "a case still running after this fails and ends the run")
+	fs.DurationVar(&o.caseLimit, "case-timeout", 90*time.Second, "a case still running after this fails and ends the run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
