@@ -18,6 +18,7 @@ type Device struct {
 
 	nextVA    uint64     // AllocVA's bump pointer
 	doorbells *Doorbells // the doorbell page user queues share (NewQueue creates it)
+	mapped    map[*BO]struct{}
 }
 
 // Open opens path (RenderNode), checks the driver's name and reads INFO.
@@ -43,10 +44,15 @@ func Open(path string) (*Device, error) {
 	return d, nil
 }
 
-// Close closes the file: the driver frees its queues, VM and (once idle) BOs.
+// Close unmaps every BO still mapped into this process, then closes the file: the driver
+// frees its queues, VM and (once idle) BOs. (A CPU mapping holds the DRM file open: without
+// the munmaps closing the fd would release nothing.)
 func (d *Device) Close() error {
 	if d.FD < 0 {
 		return nil
+	}
+	for b := range d.mapped {
+		b.munmap()
 	}
 	err := unix.Close(d.FD)
 	d.FD = -1

@@ -48,15 +48,24 @@ func (b *BO) Mmap() error {
 		return fmt.Errorf("mmap of BO %d (%d bytes at offset %#x): %w", b.Handle, b.Size, off, err)
 	}
 	b.Mem = m
+	if b.d.mapped == nil {
+		b.d.mapped = map[*BO]struct{}{}
+	}
+	b.d.mapped[b] = struct{}{}
 	return nil
+}
+
+func (b *BO) munmap() {
+	if b.Mem != nil {
+		unix.Munmap(b.Mem)
+		b.Mem = nil
+		delete(b.d.mapped, b)
+	}
 }
 
 // Close unmaps the BO and closes its handle (DRM_IOCTL_GEM_CLOSE).
 func (b *BO) Close() error {
-	if b.Mem != nil {
-		unix.Munmap(b.Mem)
-		b.Mem = nil
-	}
+	b.munmap()
 	return b.d.CloseHandle(b.Handle)
 }
 
