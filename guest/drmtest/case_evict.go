@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"vgpu/guest/drmtest/drm"
@@ -117,6 +118,13 @@ func userqEvict(t *T) {
 	for i, q := range qs {
 		if st, err := d.QueryStatus(q.ID); err != nil || st != 0 {
 			t.Errorf("queue %d after evictions: QUERY_STATUS %#x, %v", i, st, err)
+		}
+	}
+	if c, err := readDebugfs("vgpu_clients"); err == nil {
+		for _, l := range strings.Split(c, "\n") {
+			if strings.Contains(l, "evictions") {
+				t.Logf("vgpu_clients: %s", strings.TrimSpace(l))
+			}
 		}
 	}
 }
