@@ -14,7 +14,7 @@ import (
 
 const (
 	evictRounds = 4
-	evictJobs   = 64 // per queue
+	evictJobs   = 1024 // per queue: long enough for evictions to land among them
 )
 
 // evict writes pid (0: every client) to vgpu_evict; the write returns when the eviction is
@@ -74,16 +74,35 @@ func userqEvict(t *T) {
 			}
 		}()
 	}
-	for r := 0; r < evictRounds; r++ {
+	loaded := make(chan struct{})
+	go func() { wg.Wait(); close(loaded) }()
+	// Evict this process again and again while the jobs run (every fourth time every client),
+	// at least evictRounds times.
+	rounds, during := 0, 0
+	for busy := true; busy || rounds < evictRounds; rounds++ {
+		select {
+		case <-loaded:
+			busy = false
+		default:
+			during++
+		}
 		pid := os.Getpid()
-		if r == evictRounds-1 {
+		if rounds%4 == 3 {
 			pid = 0
 		}
 		if err := evict(pid); err != nil {
-			t.Errorf("eviction %d (pid %d): %v", r, pid, err)
+			t.Errorf("eviction %d (pid %d): %v", rounds, pid, err)
+		}
+		if rounds > 1000 {
+			t.Errorf("the load did not finish within 1000 evictions")
+			break
 		}
 	}
-	wg.Wait()
+	<-loaded
+	t.Logf("%d evictions, %d of them while jobs ran", rounds, during)
+	if during == 0 {
+		t.Errorf("no eviction overlapped the jobs")
+	}
 	for _, err := range errs {
 		if err != nil {
 			t.Errorf("%v", err)
