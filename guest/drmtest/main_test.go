@@ -97,6 +97,14 @@ func TestStatsAndRatio(t *testing.T) {
 	if s.median != 51*time.Microsecond || s.p99 != 100*time.Microsecond {
 		t.Errorf("stats: median %v p99 %v, want 51µs 100µs", s.median, s.p99)
 	}
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{5}, 5}, {[]float64{9, 1, 4}, 4}, {[]float64{3, 1, 2, 8}, 3}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
 	if z := stats(nil); z.median != 0 || z.p99 != 0 {
 		t.Errorf("stats(nil) = %+v", z)
 	}

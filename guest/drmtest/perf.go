@@ -18,6 +18,16 @@ func stats(d []time.Duration) latencyStats {
 	return latencyStats{median: s[len(s)/2], p99: s[min(len(s)-1, len(s)*99/100)]}
 }
 
+// median of a few figures.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // verdict says whether the figure meets its target, for the summary.
