@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,20 @@ func userqMany(t *T) {
 	wg.Wait()
 }
 
+// doorbellUse is the driver's doorbell-page line of vgpu_bos, to explain an ENOSPC.
+func doorbellUse() string {
+	b, err := readDebugfs("vgpu_bos")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if strings.Contains(l, "doorbell pages") {
+			return " (vgpu_bos: " + strings.TrimSpace(l) + ")"
+		}
+	}
+	return ""
+}
+
 // childMany is one process of userq_many. Job j of a queue first checks that job j-1's write
 // is there (a WAIT_REG_MEM that holds only then), then writes j: out of order, a queue would
 // stop at a wait and time out.
@@ -49,7 +64,7 @@ func childMany(args []string) error {
 	qs := make([]*drm.Queue, manyQueues)
 	for i := range qs {
 		if qs[i], err = d.NewQueue(drm.QueueConfig{RingBytes: 16 << 10}); err != nil {
-			return fmt.Errorf("process %s, queue %d: %w", args[0], i, err)
+			return fmt.Errorf("process %s, queue %d: %w%s", args[0], i, err, doorbellUse())
 		}
 	}
 	ends := make([]uint64, manyQueues)

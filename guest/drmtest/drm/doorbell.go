@@ -13,7 +13,7 @@ type Doorbells struct {
 func (d *Device) NewDoorbells() (*Doorbells, error) {
 	bo, err := d.CreateBO(uint64(d.Info.Doorbell_page_size), VGPU_GEM_DOMAIN_DOORBELL, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("doorbell page: %w", err)
 	}
 	if err := bo.Mmap(); err != nil {
 		bo.Close()
