@@ -3,7 +3,7 @@
  * macros, GEM close, PRIME and syncobj. The Go mirror is generated from this with cgo -godefs,
  * so the program needs no libdrm headers on the build host (Debian's linux-libc-dev has none).
  * The layouts and numbers are the kernel's ABI (stable); the ioctl codes below were compared
- * with those Linux 6.1's include/uapi/drm/drm.h gives (the same for all eleven), and
+ * with those Linux 6.1's include/uapi/drm/drm.h gives for every one the program uses (equal), and
  * gen_test.go checks the Go side against these macros.
  */
 #ifndef _DRM_H_
