@@ -21,11 +21,12 @@
 int vgpu_userq_dev_init(struct vgpu_dev *vdev)
 {
 	xa_init_flags(&vdev->userq.doorbells, XA_FLAGS_LOCK_IRQ);
-	return 0;
+	return vgpu_userq_fault_init(vdev);
 }
 
 void vgpu_userq_dev_fini(struct vgpu_dev *vdev)
 {
+	vgpu_userq_fault_fini(vdev);
 	WARN_ON(!xa_empty(&vdev->userq.doorbells));
 	xa_destroy(&vdev->userq.doorbells);
 }
@@ -462,14 +463,17 @@ void vgpu_userq_irq_hung(struct vgpu_dev *vdev, u32 doorbell, u16 pasid)
 
 /*
  * A CP error or a VM fault of a user queue: the queue halts (MES keeps it unmapped until a
- * RESET), so its fences stop; the hang timer resets it. The IVs name no doorbell.
+ * RESET). The IVs name the PASID, not the doorbell: the fault worker finds the halted queue by
+ * the error MES saved in its MQD and resets it (amdgpu_userq_process_reset_irq).
  */
 void vgpu_userq_irq_error(struct vgpu_dev *vdev, u32 src, u16 pasid, const u32 *data)
 {
+	vgpu_userq_fault(vdev, pasid);
 }
 
 void vgpu_userq_irq_vm_fault(struct vgpu_dev *vdev, u16 pasid, u64 addr, u32 flags)
 {
+	vgpu_userq_fault(vdev, pasid);
 }
 
 /* ---- debugfs ---- */

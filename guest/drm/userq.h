@@ -119,6 +119,13 @@ struct vgpu_userq_mgr {
 /* Per device. */
 struct vgpu_userq_dev {
 	struct xarray doorbells;	/* doorbell dword -> queue (IRQ lock) */
+	/* PASIDs whose queues faulted or halted (CP error, VM fault IVs): userq_hang.c. */
+	spinlock_t fault_lock;
+	unsigned long *fault_pasids;	/* 1 << 16 bits, fault_lock */
+	unsigned long *fault_work_pasids; /* the worker's copy */
+	struct delayed_work fault_work;
+	u32 fault_tries;
+	u32 faults;			/* CP error and VM fault IVs of user PASIDs */
 	u32 eop_irqs;			/* user-queue EOP IVs seen */
 	u32 eop_unknown;		/* ... for no queue of ours */
 	u32 hung_irqs;
@@ -151,6 +158,9 @@ int vgpu_userq_unmap(struct vgpu_userq *q);
 int vgpu_userq_mes_errno(u32 reason);
 
 /* userq_hang.c */
+int vgpu_userq_fault_init(struct vgpu_dev *vdev);
+void vgpu_userq_fault_fini(struct vgpu_dev *vdev);
+void vgpu_userq_fault(struct vgpu_dev *vdev, u16 pasid);
 void vgpu_userq_hang_init(struct vgpu_userq *q);
 void vgpu_userq_hang_arm(struct vgpu_userq *q);
 void vgpu_userq_hang_progress(struct vgpu_userq *q, bool pending);

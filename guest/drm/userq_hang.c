@@ -10,9 +10,12 @@
  * queues are not touched. MES's own hung-queue IV marks the queue and runs the check at once.
  */
 
+#include <linux/bitmap.h>
+
 #include <drm/drm_print.h>
 
 #include "vgpu_drm_dev.h"
+#include "vm.h"
 
 static unsigned long vgpu_userq_timeout(void)
 {
@@ -116,4 +119,130 @@ static void vgpu_userq_hang_work(struct work_struct *w)
 void vgpu_userq_hang_init(struct vgpu_userq *q)
 {
 	INIT_DELAYED_WORK(&q->hang_work, vgpu_userq_hang_work);
+}
+
+/*
+ * Faults (amdgpu's priv-fault path): a queue that halted on a bad packet or a VM fault is
+ * unmapped by MES with CP_HQD_ERROR saved in its MQD and is never mapped again until a RESET,
+ * so its fences would wait for the hang timer, and with no SIGNAL nothing would notice. The
+ * IVs carry the PASID: the worker looks at that file's queues, resets each whose MQD holds an
+ * error (HUNG | RESET, fences -ETIME), and looks again for a while if none shows it yet (MES
+ * saves the MQD once the queue has left its slot).
+ */
+#define VGPU_USERQ_FAULT_PASIDS		(1U << 16)
+#define VGPU_USERQ_FAULT_RETRY_MS	20
+#define VGPU_USERQ_FAULT_TRIES		50
+
+/* Resets the file's halted queues; whether one was found. mgr->lock held. */
+static bool vgpu_userq_reset_halted(struct vgpu_file *vf)
+{
+	struct vgpu_userq *q;
+	bool found = false;
+	u32 err;
+
+	list_for_each_entry(q, &vf->userq.queues, node) {
+		if (!q->added)
+			continue;
+		err = vgpu_kbo_rd(q->mqd, 4 * VGPU_MES_MQD_DW_CP_HQD_ERROR);
+		if (!err)
+			continue;
+		dev_info_ratelimited(vf->vdev->drm.dev,
+				     "userq %u of pid %d (doorbell %#x): halted (CP error %#x), resetting\n",
+				     q->id, vf->pid, q->doorbell, err);
+		vgpu_userq_reset(q);
+		found = true;
+	}
+	return found;
+}
+
+static void vgpu_userq_fault_work(struct work_struct *w)
+{
+	struct vgpu_userq_dev *ud = container_of(to_delayed_work(w), struct vgpu_userq_dev,
+						 fault_work);
+	struct vgpu_dev *vdev = container_of(ud, struct vgpu_dev, userq);
+	bool again = false;
+	struct vgpu_file *vf;
+	u16 pasid;
+
+	spin_lock_irq(&ud->fault_lock);
+	bitmap_copy(ud->fault_work_pasids, ud->fault_pasids, VGPU_USERQ_FAULT_PASIDS);
+	bitmap_zero(ud->fault_pasids, VGPU_USERQ_FAULT_PASIDS);
+	spin_unlock_irq(&ud->fault_lock);
+
+	/* clients_lock keeps each file from its release while its queues are looked at. */
+	mutex_lock(&vdev->clients_lock);
+	list_for_each_entry(vf, &vdev->clients, node) {
+		pasid = vgpu_vm_pasid(vf->vm);
+		if (!test_bit(pasid, ud->fault_work_pasids))
+			continue;
+		mutex_lock(&vf->userq.lock);
+		if (vf->userq.evicting || !vgpu_userq_reset_halted(vf)) {
+			spin_lock_irq(&ud->fault_lock);
+			set_bit(pasid, ud->fault_pasids);
+			spin_unlock_irq(&ud->fault_lock);
+			again = true;
+		}
+		mutex_unlock(&vf->userq.lock);
+	}
+	mutex_unlock(&vdev->clients_lock);
+
+	if (again && ++ud->fault_tries < VGPU_USERQ_FAULT_TRIES) {
+		queue_delayed_work(system_wq, &ud->fault_work,
+				   msecs_to_jiffies(VGPU_USERQ_FAULT_RETRY_MS));
+		return;
+	}
+	/* Given up on, or done: a later fault starts afresh. */
+	spin_lock_irq(&ud->fault_lock);
+	if (again)
+		bitmap_zero(ud->fault_pasids, VGPU_USERQ_FAULT_PASIDS);
+	ud->fault_tries = 0;
+	spin_unlock_irq(&ud->fault_lock);
+}
+
+/* From the IV handler (hard-IRQ context). */
+void vgpu_userq_fault(struct vgpu_dev *vdev, u16 pasid)
+{
+	struct vgpu_userq_dev *ud = &vdev->userq;
+
+	if (!pasid)
+		return;
+	spin_lock(&ud->fault_lock);
+	if (!ud->fault_pasids) {
+		spin_unlock(&ud->fault_lock);
+		return;
+	}
+	ud->faults++;
+	set_bit(pasid, ud->fault_pasids);
+	spin_unlock(&ud->fault_lock);
+	queue_delayed_work(system_wq, &ud->fault_work,
+			   msecs_to_jiffies(VGPU_USERQ_FAULT_RETRY_MS));
+}
+
+int vgpu_userq_fault_init(struct vgpu_dev *vdev)
+{
+	struct vgpu_userq_dev *ud = &vdev->userq;
+
+	spin_lock_init(&ud->fault_lock);
+	INIT_DELAYED_WORK(&ud->fault_work, vgpu_userq_fault_work);
+	ud->fault_pasids = bitmap_zalloc(VGPU_USERQ_FAULT_PASIDS, GFP_KERNEL);
+	ud->fault_work_pasids = bitmap_zalloc(VGPU_USERQ_FAULT_PASIDS, GFP_KERNEL);
+	if (!ud->fault_pasids || !ud->fault_work_pasids) {
+		vgpu_userq_fault_fini(vdev);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vgpu_userq_fault_fini(struct vgpu_dev *vdev)
+{
+	struct vgpu_userq_dev *ud = &vdev->userq;
+	unsigned long *p = ud->fault_pasids;
+
+	spin_lock_irq(&ud->fault_lock);
+	ud->fault_pasids = NULL;	/* no IV queues the work from here */
+	spin_unlock_irq(&ud->fault_lock);
+	cancel_delayed_work_sync(&ud->fault_work);
+	bitmap_free(p);
+	bitmap_free(ud->fault_work_pasids);
+	ud->fault_work_pasids = NULL;
 }
