@@ -110,8 +110,8 @@ static int vgpu_userq_check_args(const struct drm_vgpu_userq_in *in,
 	return 0;
 }
 
-/* Every range inside one GEM mapping of the file's VM; the wptr readable by the CPU. */
-static int vgpu_userq_check_vas(struct vgpu_file *vf, struct vgpu_userq *q)
+/* Every range inside one GEM mapping of the file's VM; the wptr readable by the CPU. vm->lock held. */
+int vgpu_userq_check_vas(struct vgpu_file *vf, struct vgpu_userq *q)
 {
 	const struct vgpu_mapping *m;
 	unsigned int i;

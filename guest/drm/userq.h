@@ -33,6 +33,7 @@
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 
+#include "evict.h"
 #include "fence.h"
 
 struct drm_device;
@@ -87,6 +88,7 @@ struct vgpu_userq {
 	u32 status_flags;		/* VGPU_USERQ_QUERY_STATUS_FLAGS_*, sticky */
 	bool mes_hung;			/* MES said so (IV): reset at the next hang check */
 	bool added;			/* MES knows it (ADD_QUEUE done, no REMOVE since) */
+	bool evicted;			/* removed by an eviction, to be added back */
 	u64 queue_size;
 	struct vgpu_userq_va va[VGPU_USERQ_VA_RANGES];
 	struct vgpu_kbo *mqd;		/* v11 compute MQD, VMID 0 (GART) */
@@ -169,6 +171,8 @@ int vgpu_userq_reset(struct vgpu_userq *q);
 /* userq_vm.c: reading the user's wptr, finding the BO behind a VA (vm->lock held). */
 int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val);
 int vgpu_userq_wptr_mc(struct vgpu_userq *q);
+int vgpu_userq_gart_range(struct vgpu_dev *vdev, dma_addr_t dma, u32 size, u64 *gpu);
+int vgpu_userq_check_vas(struct vgpu_file *vf, struct vgpu_userq *q);
 void vgpu_userq_wptr_mc_put(struct vgpu_userq *q);
 
 /* Entries of drv.c's ioctl table (each with its comma). */

@@ -74,8 +74,11 @@ int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val)
 	}
 }
 
-/* One DMA page into the GART (vgpu_gart_map_sgt takes a scatter list). */
-static int vgpu_userq_gart_page(struct vgpu_dev *vdev, dma_addr_t dma, u64 *gpu)
+/*
+ * A DMA-contiguous range (whole pages) into the GART: vgpu_gart_map_sgt takes a scatter list,
+ * so one of one entry. Undo with vgpu_gart_unmap(vdev, *gpu, size).
+ */
+int vgpu_userq_gart_range(struct vgpu_dev *vdev, dma_addr_t dma, u32 size, u64 *gpu)
 {
 	struct sg_table sgt;
 	int ret;
@@ -83,11 +86,11 @@ static int vgpu_userq_gart_page(struct vgpu_dev *vdev, dma_addr_t dma, u64 *gpu)
 	ret = sg_alloc_table(&sgt, 1, GFP_KERNEL);
 	if (ret)
 		return ret;
-	sgt.sgl->length = VGPU_GPU_PAGE;
+	sgt.sgl->length = size;
 	sg_dma_address(sgt.sgl) = dma;
-	sg_dma_len(sgt.sgl) = VGPU_GPU_PAGE;
+	sg_dma_len(sgt.sgl) = size;
 	sgt.nents = 1;
-	ret = vgpu_gart_map_sgt(vdev, &sgt, VGPU_GPU_PAGE, gpu);
+	ret = vgpu_gart_map_sgt(vdev, &sgt, size, gpu);
 	sg_free_table(&sgt);
 	return ret;
 }
@@ -115,7 +118,7 @@ int vgpu_userq_wptr_mc(struct vgpu_userq *q)
 		q->wptr_mc = vdev->fb_base + addr + (off & (VGPU_GPU_PAGE - 1));
 		return 0;
 	}
-	ret = vgpu_userq_gart_page(vdev, addr, &gpu);
+	ret = vgpu_userq_gart_range(vdev, addr, VGPU_GPU_PAGE, &gpu);
 	if (ret)
 		return ret;
 	q->wptr_gart = gpu;
