@@ -90,9 +90,19 @@ static void vgpu_io_free(struct drm_gem_object *obj)
 	kfree(bo);
 }
 
+/*
+ * BAR pages have no struct page and no sg table to give another device: such a BO is not
+ * shared by dma-buf (without this, PRIME would export it and warn at the first attach).
+ */
+static struct dma_buf *vgpu_io_export(struct drm_gem_object *obj, int flags)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
 static const struct drm_gem_object_funcs vgpu_io_funcs = {
 	.free = vgpu_io_free,
 	.mmap = vgpu_io_mmap,
+	.export = vgpu_io_export,
 };
 
 static struct vgpu_bo *vgpu_io_bo_alloc(struct vgpu_dev *vdev, u64 size, enum vgpu_bo_kind kind)
