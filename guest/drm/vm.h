@@ -25,6 +25,7 @@
 #include <linux/mutex.h>
 #include <linux/types.h>
 
+struct dma_fence;
 struct drm_gem_object;
 struct vgpu_dev;
 struct vgpu_file;
@@ -94,6 +95,7 @@ int vgpu_vm_unmap_bo(struct vgpu_file *vf, struct drm_gem_object *obj, u64 va, u
 int vgpu_vm_map_kernel(struct vgpu_vm *vm, struct vgpu_kbo *kbo, u64 va, u32 flags);
 int vgpu_vm_unmap_kernel(struct vgpu_vm *vm, u64 va);
 int vgpu_vm_remap_bo(struct vgpu_vm *vm, struct vgpu_bo *bo);
+int vgpu_vm_add_fence(struct vgpu_vm *vm, struct dma_fence *fence);
 
 /* vm_pt.c: the page-table builder (vm->lock held) */
 struct vgpu_pt *vgpu_pt_alloc(struct vgpu_vm *vm, bool dir);
