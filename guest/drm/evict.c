@@ -5,18 +5,16 @@
  *
  *  1. suspend: wait for each queue's last SIGNAL fence (bounded by userq_timeout_ms), then
  *     REMOVE_QUEUE every queue of the file (MES saves each in its MQD);
- *  2. move every VRAM BO the file's VM maps to system memory (a DMA_DATA copy on the kernel
- *     queue, VRAM through the frame-buffer aperture to the system copy through GART pages, so
- *     CPU-invisible VRAM moves too), rewrite its PTEs (system pages) and invalidate; then back
- *     the same way into VRAM, PTEs and invalidation again;
+ *     A queue whose last fence does not signal within the bound is hung: RESET first (its
+ *     fences -ETIME), so that nothing the BO moves wait for is left pending;
+ *  2. move every VRAM BO the file's VM maps to system memory and, once all are out, back into
+ *     VRAM (the core's vgpu_bo_evict / vgpu_bo_restore: DMA_DATA on the kernel queue between the
+ *     frame-buffer aperture and GART windows onto system pages, so CPU-invisible VRAM moves
+ *     too; CPU mappings zapped and faulted in again; the VM's PTEs rewritten and invalidated
+ *     each way);
  *  3. restore: each queue's VAs validated again (gone: INVALID_VA, not added), its wptr shadow
- *     address recomputed, ADD_QUEUE: it resumes at the rptr its MQD saved.
- *
- * A BO comes back to the VRAM blocks it left (they stay allocated while it is away), so the CPU
- * mappings userspace holds of it stay right: the driver has no fault handler that could move
- * them (what CPU writes reach VRAM while it is away are overwritten by the copy back). Kernel
- * jobs are waited for before a BO moves (its reservation, bounded); BOs shared with another
- * file by PRIME are moved only in this file's VM.
+ *     address recomputed (the BO under it moved), ADD_QUEUE: it resumes at the rptr its MQD
+ *     saved, and MES takes the work submitted meanwhile from the wptr shadow.
  */
 
 #include <linux/debugfs.h>
@@ -32,8 +30,6 @@
 #include "gem.h"
 #include "vm.h"
 
-#define VGPU_EVICT_CHUNK	SZ_1M	/* GART pages a copy uses at once */
-
 static unsigned long vgpu_evict_timeout(void)
 {
 	return msecs_to_jiffies(vgpu_userq_timeout_ms ?: 1);
@@ -41,15 +37,20 @@ static unsigned long vgpu_evict_timeout(void)
 
 /* ---- 1. suspend ---- */
 
-static void vgpu_evict_wait_last(struct vgpu_userq *q, struct vgpu_evict_stats *st)
+/* Whether the queue's last SIGNAL fence signalled (within the bound). */
+static bool vgpu_evict_wait_last(struct vgpu_userq *q, struct vgpu_evict_stats *st)
 {
 	struct dma_fence *f = vgpu_fence_last(&q->fd);
+	bool done = true;
 
 	if (!f)
-		return;
-	if (dma_fence_wait_timeout(f, false, vgpu_evict_timeout()) <= 0)
+		return true;
+	if (dma_fence_wait_timeout(f, false, vgpu_evict_timeout()) <= 0) {
 		st->fences_timed_out++;
+		done = false;
+	}
 	dma_fence_put(f);
+	return done;
 }
 
 /* Adds back the queues an eviction removed. vm->lock and mgr->lock held. */
@@ -87,9 +88,10 @@ static int vgpu_evict_suspend(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 	struct vgpu_userq *q;
 	int ret;
 
-	list_for_each_entry(q, &vf->userq.queues, node)
-		if (q->added)
-			vgpu_evict_wait_last(q, st);
+	list_for_each_entry(q, &vf->userq.queues, node) {
+		if (q->added && !vgpu_evict_wait_last(q, st))
+			vgpu_userq_reset(q);
+	}
 	list_for_each_entry(q, &vf->userq.queues, node) {
 		if (!q->added)
 			continue;
@@ -123,7 +125,7 @@ static int vgpu_evict_collect(struct vgpu_vm *vm, struct vgpu_bo ***out, u32 *n)
 		if (!m->obj)
 			continue;
 		bo = to_vgpu_bo(m->obj);
-		if (bo->kind != VGPU_BO_VRAM || bo->evicted)
+		if (bo->kind != VGPU_BO_VRAM || READ_ONCE(bo->evicted))
 			continue;
 		for (i = 0; i < cnt && bos[i] != bo; i++)
 			;
@@ -138,91 +140,6 @@ static int vgpu_evict_collect(struct vgpu_vm *vm, struct vgpu_bo ***out, u32 *n)
 	return 0;
 }
 
-/* Copies between the BO's VRAM blocks and a system copy, through GART windows of the copy. */
-static int vgpu_evict_copy(struct vgpu_dev *vdev, struct vgpu_bo *bo, struct vgpu_kbo *sys,
-			   bool to_sys)
-{
-	struct drm_buddy_block *b;
-	u64 pos = 0, off, vram, gart;
-	u32 n;
-	int ret;
-
-	list_for_each_entry(b, &bo->blocks, link) {
-		u64 len = drm_buddy_block_size(&vdev->vram.mm, b);
-
-		for (off = 0; off < len && pos + off < sys->size; off += n) {
-			n = min_t(u64, min_t(u64, len - off, sys->size - pos - off),
-				  VGPU_EVICT_CHUNK);
-			ret = vgpu_userq_gart_range(vdev, sys->dma + pos + off, n, &gart);
-			if (ret)
-				return ret;
-			vram = vdev->fb_base + drm_buddy_block_offset(b) + off;
-			ret = to_sys ? vgpu_kq_copy(vdev, vram, gart, n) :
-				       vgpu_kq_copy(vdev, gart, vram, n);
-			vgpu_gart_unmap(vdev, gart, n);
-			if (ret)
-				return ret;
-		}
-		pos += len;
-	}
-	return 0;
-}
-
-/* The BO's contents to system memory; its PTEs in vm point there (invalidated). */
-static int vgpu_evict_bo_out(struct vgpu_file *vf, struct vgpu_bo *bo)
-{
-	struct vgpu_dev *vdev = vf->vdev;
-	struct drm_gem_object *obj = &bo->shmem.base;
-	struct vgpu_kbo *sys;
-	long left;
-	int ret;
-
-	/* Kernel jobs that use it finish first (user queues are off MES already). */
-	left = dma_resv_wait_timeout(obj->resv, DMA_RESV_USAGE_BOOKKEEP, false,
-				     vgpu_evict_timeout());
-	if (left <= 0)
-		return left ?: -EBUSY;
-	sys = vgpu_kbo_alloc(vdev, obj->size, 0);
-	if (!sys)
-		return -ENOMEM;
-	ret = vgpu_evict_copy(vdev, bo, sys, true);
-	if (ret) {
-		vgpu_kbo_free(vdev, sys);
-		return ret;
-	}
-	vgpu_vm_lock(vf->vm);
-	bo->evicted = sys;
-	vgpu_vm_unlock(vf->vm);
-	return vgpu_vm_remap_bo(vf->vm, bo);
-}
-
-/* Back into its VRAM blocks; PTEs there again (invalidated); the system copy freed. */
-static int vgpu_evict_bo_in(struct vgpu_file *vf, struct vgpu_bo *bo)
-{
-	struct vgpu_dev *vdev = vf->vdev;
-	struct vgpu_kbo *sys = bo->evicted;
-	int ret;
-
-	if (!sys)
-		return 0;
-	ret = vgpu_evict_copy(vdev, bo, sys, false);
-	if (ret)
-		return ret;	/* it stays in system memory, where its PTEs point */
-	vgpu_vm_lock(vf->vm);
-	bo->evicted = NULL;
-	vgpu_vm_unlock(vf->vm);
-	ret = vgpu_vm_remap_bo(vf->vm, bo);
-	if (ret) {
-		/* The device may still see the system copy: keep it as the BO's. */
-		vgpu_vm_lock(vf->vm);
-		bo->evicted = sys;
-		vgpu_vm_unlock(vf->vm);
-		return ret;
-	}
-	vgpu_kbo_free(vdev, sys);
-	return 0;
-}
-
 static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 {
 	struct vgpu_bo **bos;
@@ -234,11 +151,11 @@ static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 		return ret;
 	/* All out, then all back, as a restore after a memory event would. */
 	for (i = 0; i < n && !ret; i++)
-		ret = vgpu_evict_bo_out(vf, bos[i]);
+		ret = vgpu_bo_evict(bos[i], vf->vm);
 	for (i = 0; i < n; i++) {
-		if (!bos[i]->evicted)
+		if (!READ_ONCE(bos[i]->evicted))
 			continue;	/* not moved (or the one that failed to) */
-		r = vgpu_evict_bo_in(vf, bos[i]);
+		r = vgpu_bo_restore(bos[i], vf->vm);
 		ret = ret ?: r;
 		if (!r) {
 			st->bos_moved++;

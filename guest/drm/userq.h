@@ -171,7 +171,6 @@ int vgpu_userq_reset(struct vgpu_userq *q);
 /* userq_vm.c: reading the user's wptr, finding the BO behind a VA (vm->lock held). */
 int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val);
 int vgpu_userq_wptr_mc(struct vgpu_userq *q);
-int vgpu_userq_gart_range(struct vgpu_dev *vdev, dma_addr_t dma, u32 size, u64 *gpu);
 int vgpu_userq_check_vas(struct vgpu_file *vf, struct vgpu_userq *q);
 void vgpu_userq_wptr_mc_put(struct vgpu_userq *q);
 

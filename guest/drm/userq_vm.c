@@ -8,7 +8,6 @@
 #include <linux/highmem.h>
 #include <linux/io.h>
 #include <linux/io-64-nonatomic-lo-hi.h>
-#include <linux/scatterlist.h>
 
 #include "vgpu_drm_dev.h"
 #include "gem.h"
@@ -29,8 +28,9 @@ static int vgpu_userq_lookup(struct vgpu_vm *vm, u64 va, u64 size, struct vgpu_b
 
 /*
  * Reads the 64-bit little-endian value at a user VA (8-byte aligned) through the CPU: system
- * pages, the system copy of an evicted VRAM BO, or CPU-visible VRAM through BAR0. VRAM beyond
- * the window cannot be read (-EINVAL: CREATE refuses such a wptr). vm->lock held.
+ * pages, the system pages of an evicted VRAM BO, or CPU-visible VRAM through BAR0. VRAM beyond
+ * the window cannot be read (-EINVAL: CREATE refuses such a wptr). vm->lock held; moves of
+ * the BO are excluded by mgr->evict_lock (an eviction holds it).
  */
 int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val)
 {
@@ -55,7 +55,9 @@ int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val)
 		return 0;
 	case VGPU_BO_VRAM:
 		if (bo->evicted) {
-			*val = le64_to_cpu(READ_ONCE(*(__le64 *)(bo->evicted->cpu + off)));
+			p = kmap_local_page(bo->evicted->pages[off >> PAGE_SHIFT]);
+			*val = le64_to_cpu(READ_ONCE(*(__le64 *)(p + (off & ~PAGE_MASK))));
+			kunmap_local(p);
 			return 0;
 		}
 		ret = vgpu_bo_addrs(bo, off & ~(u64)(VGPU_GPU_PAGE - 1), 1, &addr, &system);
@@ -75,27 +77,6 @@ int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val)
 }
 
 /*
- * A DMA-contiguous range (whole pages) into the GART: vgpu_gart_map_sgt takes a scatter list,
- * so one of one entry. Undo with vgpu_gart_unmap(vdev, *gpu, size).
- */
-int vgpu_userq_gart_range(struct vgpu_dev *vdev, dma_addr_t dma, u32 size, u64 *gpu)
-{
-	struct sg_table sgt;
-	int ret;
-
-	ret = sg_alloc_table(&sgt, 1, GFP_KERNEL);
-	if (ret)
-		return ret;
-	sgt.sgl->length = size;
-	sg_dma_address(sgt.sgl) = dma;
-	sg_dma_len(sgt.sgl) = size;
-	sgt.nents = 1;
-	ret = vgpu_gart_map_sgt(vdev, &sgt, size, gpu);
-	sg_free_table(&sgt);
-	return ret;
-}
-
-/*
  * q->wptr_mc: the VMID-0 address of the queue's wptr shadow, from the wptr BO's current
  * placement (VRAM: the frame-buffer aperture; system memory: a GART page). vm->lock held.
  */
@@ -103,6 +84,8 @@ int vgpu_userq_wptr_mc(struct vgpu_userq *q)
 {
 	struct vgpu_dev *vdev = q->vf->vdev;
 	u64 va = q->va[VGPU_USERQ_VA_WPTR].va, off, addr, gpu;
+	u64 page_off, in_page;
+	struct sg_table *sgt;
 	struct vgpu_bo *bo;
 	bool system;
 	int ret;
@@ -111,18 +94,25 @@ int vgpu_userq_wptr_mc(struct vgpu_userq *q)
 	ret = vgpu_userq_lookup(q->vf->vm, va, 8, &bo, &off);
 	if (ret)
 		return ret;
-	ret = vgpu_bo_addrs(bo, off & ~(u64)(VGPU_GPU_PAGE - 1), 1, &addr, &system);
+	page_off = off & ~(u64)(VGPU_GPU_PAGE - 1);
+	in_page = off & (VGPU_GPU_PAGE - 1);
+	ret = vgpu_bo_addrs(bo, page_off, 1, &addr, &system);
 	if (ret)
 		return ret;
 	if (!system) {
-		q->wptr_mc = vdev->fb_base + addr + (off & (VGPU_GPU_PAGE - 1));
+		q->wptr_mc = vdev->fb_base + addr + in_page;
 		return 0;
 	}
-	ret = vgpu_userq_gart_range(vdev, addr, VGPU_GPU_PAGE, &gpu);
+	/* The page's GART window, from the BO's own DMA-mapped pages. */
+	sgt = bo->kind == VGPU_BO_SYSTEM ? bo->shmem.sgt :
+	      bo->evicted ? &bo->evicted->sgt : NULL;
+	if (!sgt)
+		return -EINVAL;
+	ret = vgpu_gart_map_sgt(vdev, sgt, page_off, VGPU_GPU_PAGE, &gpu);
 	if (ret)
 		return ret;
 	q->wptr_gart = gpu;
-	q->wptr_mc = gpu + (off & (VGPU_GPU_PAGE - 1));
+	q->wptr_mc = gpu + in_page;
 	return 0;
 }
 
