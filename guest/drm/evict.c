@@ -5,8 +5,8 @@
  *
  *  1. suspend: wait for each queue's last SIGNAL fence (bounded by userq_timeout_ms), then
  *     REMOVE_QUEUE every queue of the file (MES saves each in its MQD);
- *     A queue whose last fence does not signal within the bound is hung: RESET first (its
- *     fences -ETIME), so that nothing the BO moves wait for is left pending;
+ *     (a queue whose work is still pending then is removed all the same: MES saves where it
+ *     is, and it continues after the restore);
  *  2. move every VRAM BO the file's VM maps to system memory and, once all are out, back into
  *     VRAM (the core's vgpu_bo_evict / vgpu_bo_restore: DMA_DATA on the kernel queue between the
  *     frame-buffer aperture and GART windows onto system pages, so CPU-invisible VRAM moves
@@ -37,20 +37,36 @@ static unsigned long vgpu_evict_timeout(void)
 
 /* ---- 1. suspend ---- */
 
-/* Whether the queue's last SIGNAL fence signalled (within the bound). */
-static bool vgpu_evict_wait_last(struct vgpu_userq *q, struct vgpu_evict_stats *st)
+/* What is left of a bound that started at start (at least a jiffy: a last look). */
+static long vgpu_evict_left(unsigned long start)
+{
+	long left = (long)(start + vgpu_evict_timeout() - jiffies);
+
+	return max(left, 1L);
+}
+
+/* amdgpu_userq_wait_for_signal: the queue's last SIGNAL fence, bounded with the others. */
+static void vgpu_evict_wait_last(struct vgpu_userq *q, unsigned long start,
+				 struct vgpu_evict_stats *st)
 {
 	struct dma_fence *f = vgpu_fence_last(&q->fd);
-	bool done = true;
 
 	if (!f)
-		return true;
-	if (dma_fence_wait_timeout(f, false, vgpu_evict_timeout()) <= 0) {
+		return;
+	if (dma_fence_wait_timeout(f, false, vgpu_evict_left(start)) <= 0)
 		st->fences_timed_out++;
-		done = false;
-	}
 	dma_fence_put(f);
-	return done;
+}
+
+/*
+ * Whether the BO's fences have signalled, waiting a bounded time: a SIGNAL fence of a queue
+ * removed with its work pending cannot signal before the restore, and the move waits for every
+ * fence without a bound. Such a BO stays where it is this time.
+ */
+static bool vgpu_evict_bo_idle(struct vgpu_bo *bo, unsigned long start)
+{
+	return dma_resv_wait_timeout(bo->shmem.base.resv, DMA_RESV_USAGE_BOOKKEEP, false,
+				     vgpu_evict_left(start)) > 0;
 }
 
 /* Adds back the queues an eviction removed. vm->lock and mgr->lock held. */
@@ -85,13 +101,13 @@ static void vgpu_evict_restore_queues(struct vgpu_file *vf, struct vgpu_evict_st
 /* REMOVE_QUEUE of every added queue after its last fence. mgr->lock held. */
 static int vgpu_evict_suspend(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 {
+	unsigned long start = jiffies;
 	struct vgpu_userq *q;
 	int ret;
 
-	list_for_each_entry(q, &vf->userq.queues, node) {
-		if (q->added && !vgpu_evict_wait_last(q, st))
-			vgpu_userq_reset(q);
-	}
+	list_for_each_entry(q, &vf->userq.queues, node)
+		if (q->added)
+			vgpu_evict_wait_last(q, start, st);
 	list_for_each_entry(q, &vf->userq.queues, node) {
 		if (!q->added)
 			continue;
@@ -142,6 +158,7 @@ static int vgpu_evict_collect(struct vgpu_vm *vm, struct vgpu_bo ***out, u32 *n)
 
 static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 {
+	unsigned long start = jiffies;
 	struct vgpu_bo **bos;
 	int ret, r;
 	u32 n, i;
@@ -150,8 +167,13 @@ static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 	if (ret)
 		return ret;
 	/* All out, then all back, as a restore after a memory event would. */
-	for (i = 0; i < n && !ret; i++)
+	for (i = 0; i < n && !ret; i++) {
+		if (!vgpu_evict_bo_idle(bos[i], start)) {
+			st->bos_busy++;
+			continue;
+		}
 		ret = vgpu_bo_evict(bos[i], vf->vm);
+	}
 	for (i = 0; i < n; i++) {
 		if (!READ_ONCE(bos[i]->evicted))
 			continue;	/* not moved (or the one that failed to) */
@@ -196,9 +218,9 @@ int vgpu_evict_file(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 	mutex_unlock(&mgr->evict_lock);
 
 	drm_info(&vf->vdev->drm,
-		 "evicted pid %d: %u queues removed, %u BOs (%llu bytes) to system memory and back, %u queues added, %u invalid, %u last fences timed out: %d\n",
-		 vf->pid, st->queues_removed, st->bos_moved, st->bytes_moved, st->queues_added,
-		 st->queues_invalid, st->fences_timed_out, ret);
+		 "evicted pid %d: %u queues removed, %u BOs (%llu bytes) to system memory and back (%u busy, left), %u queues added, %u invalid, %u last fences timed out: %d\n",
+		 vf->pid, st->queues_removed, st->bos_moved, st->bytes_moved, st->bos_busy,
+		 st->queues_added, st->queues_invalid, st->fences_timed_out, ret);
 	return ret;
 }
 

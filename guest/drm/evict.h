@@ -16,6 +16,7 @@ struct vgpu_file;
 struct vgpu_evict_stats {
 	u32 queues_removed, queues_added, queues_invalid;
 	u32 bos_moved;
+	u32 bos_busy;		/* fences still pending after the bound: not moved */
 	u64 bytes_moved;
 	u32 fences_timed_out;	/* last fences not signalled within userq_timeout_ms */
 };
