@@ -95,19 +95,21 @@ static void vgpu_evict_restore_queues(struct vgpu_file *vf, struct vgpu_evict_st
 			continue;
 		}
 		st->queues_added++;
+		/* Time off MES is not time without progress: the hang clock starts again. */
+		if (!vgpu_fence_drv_idle(&q->fd))
+			vgpu_userq_hang_progress(q, true);
 	}
 }
 
 /* REMOVE_QUEUE of every added queue after its last fence. mgr->lock held. */
 static int vgpu_evict_suspend(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 {
-	unsigned long start = jiffies;
 	struct vgpu_userq *q;
 	int ret;
 
 	list_for_each_entry(q, &vf->userq.queues, node)
 		if (q->added)
-			vgpu_evict_wait_last(q, start, st);
+			vgpu_evict_wait_last(q, st->start, st);
 	list_for_each_entry(q, &vf->userq.queues, node) {
 		if (!q->added)
 			continue;
@@ -158,7 +160,6 @@ static int vgpu_evict_collect(struct vgpu_vm *vm, struct vgpu_bo ***out, u32 *n)
 
 static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 {
-	unsigned long start = jiffies;
 	struct vgpu_bo **bos;
 	int ret, r;
 	u32 n, i;
@@ -168,7 +169,7 @@ static int vgpu_evict_move(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 		return ret;
 	/* All out, then all back, as a restore after a memory event would. */
 	for (i = 0; i < n && !ret; i++) {
-		if (!vgpu_evict_bo_idle(bos[i], start)) {
+		if (!vgpu_evict_bo_idle(bos[i], st->start)) {
 			st->bos_busy++;
 			continue;
 		}
@@ -198,6 +199,7 @@ int vgpu_evict_file(struct vgpu_file *vf, struct vgpu_evict_stats *st)
 	int ret;
 
 	memset(st, 0, sizeof(*st));
+	st->start = jiffies;	/* one bound for every wait of this eviction */
 	mutex_lock(&mgr->evict_lock);
 	mutex_lock(&mgr->lock);
 	mgr->evicting = true;

@@ -14,6 +14,7 @@ struct vgpu_file;
 
 /* What one eviction did, for the log line and vgpu_clients. */
 struct vgpu_evict_stats {
+	unsigned long start;	/* jiffies when it began */
 	u32 queues_removed, queues_added, queues_invalid;
 	u32 bos_moved;
 	u32 bos_busy;		/* fences still pending after the bound: not moved */
