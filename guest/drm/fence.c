@@ -20,6 +20,7 @@ static void vgpu_fence_page_free_work(struct work_struct *w)
 
 	vgpu_kbo_free(vdev, p->kbo);
 	kfree(p);
+	atomic_dec(&vdev->userq.pages_freeing);
 	drm_dev_put(&vdev->drm);
 }
 
@@ -53,6 +54,7 @@ static void vgpu_fence_page_release(struct kref *ref)
 	struct vgpu_fence_page *p = container_of(ref, struct vgpu_fence_page, ref);
 
 	/* dma_fence_put may drop the last reference in any context: free in a worker. */
+	atomic_inc(&p->vdev->userq.pages_freeing);
 	schedule_work(&p->free_work);
 }
 

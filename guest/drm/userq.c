@@ -6,6 +6,7 @@
 
 #include <linux/bitfield.h>
 #include <linux/capability.h>
+#include <linux/delay.h>
 #include <linux/log2.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -26,7 +27,12 @@ int vgpu_userq_dev_init(struct vgpu_dev *vdev)
 
 void vgpu_userq_dev_fini(struct vgpu_dev *vdev)
 {
+	unsigned int ms;
+
 	vgpu_userq_fault_fini(vdev);
+	/* Fence pages whose last fence went just before: their frees run module code. */
+	for (ms = 0; atomic_read(&vdev->userq.pages_freeing) && ms < 1000; ms++)
+		msleep(1);
 	WARN_ON(!xa_empty(&vdev->userq.doorbells));
 	xa_destroy(&vdev->userq.doorbells);
 }
@@ -234,6 +240,12 @@ static int vgpu_userq_create(struct vgpu_file *vf, union drm_vgpu_userq *args)
 		goto err_db;
 	vgpu_userq_mqd_init(q);
 	ret = vgpu_userq_map(q);
+	if (ret == -ETIMEDOUT) {
+		/* MES may still run the frame later: it must not find freed pages then. */
+		drm_err(&vdev->drm, "userq: ADD_QUEUE not answered: MQD and gang context leaked\n");
+		q->mqd = NULL;
+		q->gang = NULL;
+	}
 	if (ret)
 		goto err_db;
 	list_add_tail(&q->node, &mgr->queues);

@@ -132,6 +132,7 @@ struct vgpu_userq_dev {
 	u32 eop_unknown;		/* ... for no queue of ours */
 	u32 hung_irqs;
 	u32 resets;			/* queues reset for a hang */
+	atomic_t pages_freeing;		/* fence-page frees queued (fence.c) */
 };
 
 int vgpu_userq_dev_init(struct vgpu_dev *vdev);
