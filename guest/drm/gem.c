@@ -228,7 +228,6 @@ static int vgpu_bo_addrs_vram(struct vgpu_dev *vdev, struct list_head *blocks, u
 int vgpu_bo_addrs(struct vgpu_bo *bo, u64 off, unsigned int n, u64 *addrs, bool *system)
 {
 	struct vgpu_dev *vdev = to_vgpu_dev(bo->shmem.base.dev);
-	unsigned int i;
 
 	if (off + (u64)n * VGPU_GPU_PAGE > bo->shmem.base.size)
 		return -EINVAL;
@@ -241,9 +240,7 @@ int vgpu_bo_addrs(struct vgpu_bo *bo, u64 off, unsigned int n, u64 *addrs, bool 
 	case VGPU_BO_VRAM:
 		if (bo->evicted) {
 			*system = true;
-			for (i = 0; i < n; i++)
-				addrs[i] = bo->evicted->dma + off + (u64)i * VGPU_GPU_PAGE;
-			return 0;
+			return vgpu_bo_addrs_sgt(&bo->evicted->sgt, off, n, addrs);
 		}
 		*system = false;
 		return vgpu_bo_addrs_vram(vdev, &bo->blocks, off, n, addrs);

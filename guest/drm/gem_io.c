@@ -5,7 +5,6 @@
  */
 
 #include <linux/mm.h>
-#include <linux/vmalloc.h>
 
 #include <drm/drm_print.h>
 #include <drm/drm_vma_manager.h>
@@ -18,19 +17,10 @@ static const struct vm_operations_struct vgpu_io_vm_ops = {
 	.close = drm_gem_vm_close,
 };
 
-/* The struct page behind a kernel buffer's byte off (coherent memory may be vmapped). */
-static struct page *vgpu_kbo_page(struct vgpu_kbo *kbo, u64 off)
-{
-	void *p = kbo->cpu + off;
-
-	return is_vmalloc_addr(p) ? vmalloc_to_page(p) : virt_to_page(p);
-}
-
 /*
  * A CPU access to a VRAM BO's mapping: the page from its current backing — BAR0
- * (write-combined) while it has VRAM blocks, else (evicted, its VRAM freed) the system page
- * holding its contents (cached). Mapping on demand is what lets a move zap the CPU mappings and
- * have them follow the contents (gem_move.c).
+ * (write-combined) or, while evicted, the system page holding its contents (cached). Mapping on
+ * demand is what lets a move zap the CPU mappings and have them follow the contents.
  */
 static vm_fault_t vgpu_vram_fault(struct vm_fault *vmf)
 {
@@ -48,11 +38,10 @@ static vm_fault_t vgpu_vram_fault(struct vm_fault *vmf)
 	if (off >= obj->size)
 		return VM_FAULT_SIGBUS;
 	mutex_lock(&bo->move_lock);
-	if (list_empty(&bo->blocks)) {
-		if (bo->evicted)
-			ret = vmf_insert_pfn_prot(vma, vmf->address,
-						  page_to_pfn(vgpu_kbo_page(bo->evicted, off)),
-						  vm_get_page_prot(vma->vm_flags));
+	if (bo->evicted) {
+		ret = vmf_insert_pfn_prot(vma, vmf->address,
+					  page_to_pfn(bo->evicted->pages[off >> PAGE_SHIFT]),
+					  vm_get_page_prot(vma->vm_flags));
 		goto out;
 	}
 	list_for_each_entry(b, &bo->blocks, link) {
@@ -110,7 +99,7 @@ static void vgpu_io_free(struct drm_gem_object *obj)
 		vgpu_doorbell_page_put(vdev, bo->db_page);
 	else
 		vgpu_vram_free(vdev, &bo->blocks);
-	vgpu_kbo_free(vdev, bo->evicted);
+	vgpu_bo_sys_free(vdev, bo->evicted);
 	drm_gem_object_release(obj);
 	kfree(bo);
 }

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Eviction of VRAM BOs: their contents move to a system buffer and back through the kernel
- * queue (DMA_DATA between the FB aperture and a GART window onto the buffer), as amdgpu's TTM
- * moves do with SDMA, and the VRAM is freed while they are away. The caller (eviction) has
- * stopped what uses the BO on the GPU (its queues suspended); the move waits for the BO's fences
- * anyway.
+ * Eviction of VRAM BOs: their contents move to system pages and back through the kernel queue
+ * (DMA_DATA between the FB aperture and a GART window onto the pages), as amdgpu's TTM moves do
+ * with SDMA. The caller (eviction, evict*.c) has stopped everything that uses the BO on the GPU
+ * (its queues suspended); the move waits for the BO's fences anyway.
  *
  * Order of a move, so that no GPU access and no CPU mapping ever reaches memory that is gone:
- * copy to the new backing; zap CPU mappings (the next access faults in the new pages, gem_io.c);
+ * copy to the new backing; zap CPU mappings (the next access faults in the new pages);
  * switch the backing; rewrite the VM's PTEs and invalidate (vgpu_vm_remap_bo); only then free
- * the old backing. A VRAM BO cannot leave its file (no dma-buf export), so the one VM that maps
+ * the old backing. A VRAM BO cannot leave its file (no dma-buf export), so the one VM that can map
  * it is its file's, given by the caller.
  */
 
+#include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
+#include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
 
 #include <drm/drm_vma_manager.h>
 
@@ -24,18 +27,70 @@
 
 #define VGPU_MOVE_WINDOW	SZ_4M	/* GART pages one copy step maps */
 
-/* Copies the whole BO between VRAM blocks and a system buffer, a GART window at a time. */
-static int vgpu_bo_copy(struct vgpu_dev *vdev, struct list_head *blocks, struct vgpu_kbo *sys,
-			bool to_sys)
+void vgpu_bo_sys_free(struct vgpu_dev *vdev, struct vgpu_bo_sys *sys)
+{
+	unsigned int i;
+
+	if (!sys)
+		return;
+	if (sys->cpu)
+		vunmap(sys->cpu);
+	if (sys->sgt.sgl) {
+		dma_unmap_sgtable(&vdev->pdev->dev, &sys->sgt, DMA_BIDIRECTIONAL, 0);
+		sg_free_table(&sys->sgt);
+	}
+	for (i = 0; i < sys->n; i++)
+		if (sys->pages[i])
+			__free_page(sys->pages[i]);
+	kvfree(sys->pages);
+	kfree(sys);
+}
+
+/* size bytes of zeroed system pages, mapped for the device. */
+static struct vgpu_bo_sys *vgpu_bo_sys_alloc(struct vgpu_dev *vdev, u64 size)
+{
+	struct vgpu_bo_sys *sys = kzalloc(sizeof(*sys), GFP_KERNEL);
+	unsigned int i;
+
+	if (!sys)
+		return NULL;
+	sys->n = size >> PAGE_SHIFT;
+	sys->pages = kvcalloc(sys->n, sizeof(*sys->pages), GFP_KERNEL);
+	if (!sys->pages)
+		goto err;
+	for (i = 0; i < sys->n; i++) {
+		sys->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!sys->pages[i])
+			goto err;
+	}
+	if (sg_alloc_table_from_pages(&sys->sgt, sys->pages, sys->n, 0, size, GFP_KERNEL))
+		goto err;
+	if (dma_map_sgtable(&vdev->pdev->dev, &sys->sgt, DMA_BIDIRECTIONAL, 0)) {
+		sg_free_table(&sys->sgt);
+		sys->sgt.sgl = NULL;
+		goto err;
+	}
+	sys->cpu = vmap(sys->pages, sys->n, VM_MAP, PAGE_KERNEL);
+	if (!sys->cpu)
+		goto err;
+	return sys;
+err:
+	vgpu_bo_sys_free(vdev, sys);
+	return NULL;
+}
+
+/* Copies the whole BO between VRAM blocks and system pages, a GART window at a time. */
+static int vgpu_bo_copy(struct vgpu_dev *vdev, struct list_head *blocks,
+			struct vgpu_bo_sys *sys, u64 size, bool to_sys)
 {
 	struct drm_buddy_block *b;
 	u64 w, gsys;
 	int ret = 0;
 
-	for (w = 0; w < sys->size && !ret; w += VGPU_MOVE_WINDOW) {
-		u64 len = min_t(u64, VGPU_MOVE_WINDOW, sys->size - w), pos = 0;
+	for (w = 0; w < size && !ret; w += VGPU_MOVE_WINDOW) {
+		u64 len = min_t(u64, VGPU_MOVE_WINDOW, size - w), pos = 0;
 
-		ret = vgpu_gart_map_range(vdev, sys->dma + w, len, &gsys);
+		ret = vgpu_gart_map_sgt_window(vdev, &sys->sgt, w, len, &gsys);
 		if (ret)
 			break;
 		list_for_each_entry(b, blocks, link) {
@@ -71,11 +126,12 @@ static void vgpu_bo_zap(struct vgpu_dev *vdev, struct vgpu_bo *bo)
 	drm_vma_node_unmap(&bo->shmem.base.vma_node, vdev->drm.anon_inode->i_mapping);
 }
 
-/* Moves a VRAM BO's contents to system memory and frees its VRAM; vm's PTEs point there. */
+/* Moves a VRAM BO's contents to system memory; its PTEs in vm then point there. */
 int vgpu_bo_evict(struct vgpu_bo *bo, struct vgpu_vm *vm)
 {
 	struct vgpu_dev *vdev = to_vgpu_dev(bo->shmem.base.dev);
-	struct vgpu_kbo *sys;
+	u64 size = bo->shmem.base.size;
+	struct vgpu_bo_sys *sys;
 	LIST_HEAD(old);
 	int ret;
 
@@ -89,14 +145,14 @@ int vgpu_bo_evict(struct vgpu_bo *bo, struct vgpu_vm *vm)
 	ret = vgpu_bo_wait(bo);
 	if (ret)
 		goto out;
-	sys = vgpu_kbo_alloc(vdev, bo->shmem.base.size, 0);
+	sys = vgpu_bo_sys_alloc(vdev, size);
 	if (!sys) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = vgpu_bo_copy(vdev, &bo->blocks, sys, true);
+	ret = vgpu_bo_copy(vdev, &bo->blocks, sys, size, true);
 	if (ret) {
-		vgpu_kbo_free(vdev, sys);
+		vgpu_bo_sys_free(vdev, sys);
 		goto out;
 	}
 	vgpu_bo_zap(vdev, bo);
@@ -123,7 +179,8 @@ int vgpu_bo_restore(struct vgpu_bo *bo, struct vgpu_vm *vm)
 {
 	struct vgpu_dev *vdev = to_vgpu_dev(bo->shmem.base.dev);
 	enum vgpu_vram_place place = VGPU_VRAM_ANY;
-	struct vgpu_kbo *sys;
+	u64 size = bo->shmem.base.size;
+	struct vgpu_bo_sys *sys;
 	LIST_HEAD(blocks);
 	int ret;
 
@@ -131,9 +188,8 @@ int vgpu_bo_restore(struct vgpu_bo *bo, struct vgpu_vm *vm)
 		return -EINVAL;
 	mutex_lock(&bo->move_lock);
 	sys = bo->evicted;
-	/* Not evicted, or evicted keeping its VRAM (nothing to allocate): not this function's. */
-	if (!sys || !list_empty(&bo->blocks)) {
-		ret = sys ? -EBUSY : 0;
+	if (!sys) {
+		ret = 0;
 		goto out;
 	}
 	ret = vgpu_bo_wait(bo);
@@ -143,10 +199,10 @@ int vgpu_bo_restore(struct vgpu_bo *bo, struct vgpu_vm *vm)
 		place = VGPU_VRAM_VISIBLE;
 	else if (bo->flags & VGPU_GEM_CREATE_NO_CPU_ACCESS)
 		place = VGPU_VRAM_INVISIBLE;
-	ret = vgpu_vram_alloc(vdev, bo->shmem.base.size, place, &blocks);
+	ret = vgpu_vram_alloc(vdev, size, place, &blocks);
 	if (ret)
 		goto out;
-	ret = vgpu_bo_copy(vdev, &blocks, sys, false);
+	ret = vgpu_bo_copy(vdev, &blocks, sys, size, false);
 	if (ret) {
 		vgpu_vram_free(vdev, &blocks);
 		goto out;
@@ -160,7 +216,7 @@ int vgpu_bo_restore(struct vgpu_bo *bo, struct vgpu_vm *vm)
 		vgpu_vm_unlock(vm);
 	ret = vm ? vgpu_vm_remap_bo(vm, bo) : 0;
 	if (!ret)
-		vgpu_kbo_free(vdev, sys);
+		vgpu_bo_sys_free(vdev, sys);
 out:
 	mutex_unlock(&bo->move_lock);
 	return ret;
