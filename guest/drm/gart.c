@@ -205,11 +205,11 @@ void vgpu_kbo_free(struct vgpu_dev *vdev, struct vgpu_kbo *kbo)
 }
 
 /*
- * Maps size bytes from byte skip of a DMA-mapped scatter list into the GART (a window for the
+ * Maps size bytes from byte off of a DMA-mapped scatter list into the GART (a window for the
  * kernel queue's copies of system pages); *gpu gets the address. Undo with vgpu_gart_unmap.
  */
-int vgpu_gart_map_sgt_window(struct vgpu_dev *vdev, struct sg_table *sgt, u64 skip,
-			     size_t size, u64 *gpu)
+int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, u64 skip, size_t size,
+		      u64 *gpu)
 {
 	struct vgpu_gart *g = &vdev->gart;
 	unsigned int n = size / SZ_4K, first, i = 0;
@@ -244,10 +244,4 @@ int vgpu_gart_map_sgt_window(struct vgpu_dev *vdev, struct sg_table *sgt, u64 sk
 out:
 	mutex_unlock(&g->lock);
 	return ret;
-}
-
-/* The first size bytes of a DMA-mapped scatter list into the GART. */
-int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, size_t size, u64 *gpu)
-{
-	return vgpu_gart_map_sgt_window(vdev, sgt, 0, size, gpu);
 }

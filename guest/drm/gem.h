@@ -36,7 +36,6 @@ struct vgpu_bo_sys {
 	struct page **pages;
 	unsigned int n;
 	struct sg_table sgt;		/* DMA-mapped for the device */
-	void *cpu;			/* the pages, contiguous for the kernel (vmap) */
 };
 
 struct vgpu_bo {

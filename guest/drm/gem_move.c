@@ -17,7 +17,6 @@
 #include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
-#include <linux/vmalloc.h>
 
 #include <drm/drm_vma_manager.h>
 
@@ -33,8 +32,6 @@ void vgpu_bo_sys_free(struct vgpu_dev *vdev, struct vgpu_bo_sys *sys)
 
 	if (!sys)
 		return;
-	if (sys->cpu)
-		vunmap(sys->cpu);
 	if (sys->sgt.sgl) {
 		dma_unmap_sgtable(&vdev->pdev->dev, &sys->sgt, DMA_BIDIRECTIONAL, 0);
 		sg_free_table(&sys->sgt);
@@ -70,9 +67,6 @@ static struct vgpu_bo_sys *vgpu_bo_sys_alloc(struct vgpu_dev *vdev, u64 size)
 		sys->sgt.sgl = NULL;
 		goto err;
 	}
-	sys->cpu = vmap(sys->pages, sys->n, VM_MAP, PAGE_KERNEL);
-	if (!sys->cpu)
-		goto err;
 	return sys;
 err:
 	vgpu_bo_sys_free(vdev, sys);
@@ -90,7 +84,7 @@ static int vgpu_bo_copy(struct vgpu_dev *vdev, struct list_head *blocks,
 	for (w = 0; w < size && !ret; w += VGPU_MOVE_WINDOW) {
 		u64 len = min_t(u64, VGPU_MOVE_WINDOW, size - w), pos = 0;
 
-		ret = vgpu_gart_map_sgt_window(vdev, &sys->sgt, w, len, &gsys);
+		ret = vgpu_gart_map_sgt(vdev, &sys->sgt, w, len, &gsys);
 		if (ret)
 			break;
 		list_for_each_entry(b, blocks, link) {
