@@ -292,7 +292,7 @@ var Blocks = []Block{
 }
 
 // Groups holds the enumerated values and layout numbers of the interface.
-var Groups = append(append(baseGroups, memoryGroups...), mesGroups...)
+var Groups = append(append(append(baseGroups, memoryGroups...), mesGroups...), shaderGroups...)
 
 // baseGroups: PCI, BAR, identity and self-test values.
 var baseGroups = []ConstGroup{

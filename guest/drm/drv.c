@@ -29,7 +29,7 @@ module_param_named(userq_timeout_ms, vgpu_userq_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(userq_timeout_ms, "user queue without progress before it is reset (ms)");
 
 unsigned int vgpu_hw_timeout_ms = 2000;
-module_param_named(hw_timeout_ms, vgpu_hw_timeout_ms, uint, 0644);
+module_param_named(hw_timeout_ms, vgpu_hw_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(hw_timeout_ms, "how long a register handshake may take (ms)");
 
 #define VGPU_MAX_QUEUES_PER_FILE	512	/* amdgpu's AMDGPU_MAX_USERQ_COUNT */

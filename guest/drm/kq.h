@@ -73,6 +73,7 @@ struct vgpu_kq_job {
 	u64 ib_va;
 	u32 ib_dwords;
 	bool guilty;			/* it timed out: it ends with -ETIME when run again */
+	struct dma_fence *hw;		/* its hardware fence, the last time it was emitted */
 	unsigned int npkts;
 	u32 pkts[];			/* kernel jobs: packets put on the ring as they are */
 };

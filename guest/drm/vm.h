@@ -15,7 +15,8 @@
  * Locking: vm->lock covers the tables and the mappings. GEM_VA UNMAP asks the user-queue part
  * (vgpu_userq_va_busy) with vm->lock held, so a user queue created with vm->lock held
  * (vgpu_vm_lock, the _locked lookups) cannot race an UNMAP of its ranges: lock order vm->lock,
- * then the user-queue lock.
+ * then the user-queue lock. SUBMIT adds its fence to the mapped BOs' reservations under vm->lock
+ * (vgpu_vm_add_fence): vm->lock comes before any BO's dma_resv lock too.
  */
 #ifndef VGPU_DRM_VM_H
 #define VGPU_DRM_VM_H
