@@ -198,7 +198,7 @@ struct dma_fence *vgpu_fence_create(struct vgpu_userq_fence_drv *fd, u64 seqno)
 	if (vgpu_fence_slot_read(fd->page, fd->slot) >= seqno) {
 		dma_fence_signal(&uf->base);
 	} else {
-		/* The list's reference. SIGNAL reads a monotonic wptr: seqnos only grow. */
+		/* The list's reference. */
 		list_add_tail(&uf->node, &fd->pending);
 		dma_fence_get(&uf->base);
 	}
@@ -222,9 +222,14 @@ bool vgpu_fence_process(struct vgpu_userq_fence_drv *fd, bool *pending)
 
 	spin_lock_irqsave(&fd->lock, flags);
 	v = vgpu_fence_slot_read(fd->page, fd->slot);
+	/*
+	 * In SIGNAL order, which is seqno order for a monotonic wptr: stop at the first not
+	 * reached, so the interrupt handler's work is what it signals (a process that writes a
+	 * wptr going backwards only delays its own fences, until the hang timer completes them).
+	 */
 	list_for_each_entry_safe(uf, tmp, &fd->pending, node) {
 		if (uf->base.seqno > v)
-			continue;
+			break;
 		list_del_init(&uf->node);
 		dma_fence_signal(&uf->base);
 		dma_fence_put(&uf->base);
