@@ -25,6 +25,7 @@
 #include "vm.h"
 
 #define VGPU_MOVE_WINDOW	SZ_4M	/* GART pages one copy step maps */
+#define VGPU_MOVE_WAIT_MS	10000	/* the longest a move waits for the BO's fences */
 
 void vgpu_bo_sys_free(struct vgpu_dev *vdev, struct vgpu_bo_sys *sys)
 {
@@ -105,13 +106,18 @@ static int vgpu_bo_copy(struct vgpu_dev *vdev, struct list_head *blocks,
 	return ret;
 }
 
-/* The BO's fences (user-queue SIGNALs, kernel jobs) have signalled. */
+/*
+ * The BO's fences (user-queue SIGNALs, kernel jobs) have signalled. Bounded: a fence of a queue
+ * nobody resets must not hold the move (and its caller) forever; the BO then stays (-EBUSY).
+ */
 static int vgpu_bo_wait(struct vgpu_bo *bo)
 {
 	long ret = dma_resv_wait_timeout(bo->shmem.base.resv, DMA_RESV_USAGE_BOOKKEEP, false,
-					 MAX_SCHEDULE_TIMEOUT);
+					 msecs_to_jiffies(VGPU_MOVE_WAIT_MS));
 
-	return ret < 0 ? ret : 0;
+	if (ret < 0)
+		return ret;
+	return ret ? 0 : -EBUSY;
 }
 
 /* CPU mappings of the BO fault again, and find the new backing. */
