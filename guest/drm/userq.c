@@ -242,9 +242,11 @@ static int vgpu_userq_create(struct vgpu_file *vf, union drm_vgpu_userq *args)
 	ret = vgpu_userq_map(q);
 	if (ret == -ETIMEDOUT) {
 		/* MES may still run the frame later: it must not find freed pages then. */
-		drm_err(&vdev->drm, "userq: ADD_QUEUE not answered: MQD and gang context leaked\n");
+		drm_err(&vdev->drm, "userq: ADD_QUEUE not answered: MQD, gang context and wptr window leaked\n");
 		q->mqd = NULL;
 		q->gang = NULL;
+		q->wptr_gart = 0;
+		q->wptr_mc = 0;
 	}
 	if (ret)
 		goto err_db;
