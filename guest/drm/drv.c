@@ -29,7 +29,7 @@ module_param_named(userq_timeout_ms, vgpu_userq_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(userq_timeout_ms, "user queue without progress before it is reset (ms)");
 
 unsigned int vgpu_hw_timeout_ms = 2000;
-module_param_named(hw_timeout_ms, vgpu_hw_timeout_ms, uint, 0644);
+module_param_named(hw_timeout_ms, vgpu_hw_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(hw_timeout_ms, "how long a register handshake may take (ms)");
 
 #define VGPU_MAX_QUEUES_PER_FILE	512	/* amdgpu's AMDGPU_MAX_USERQ_COUNT */
@@ -102,8 +102,9 @@ err_free:
 
 /*
  * The file is gone (closed, or its process died): its queues go first (FREE of each), then its
- * kernel-queue jobs (waited for, or killed), then the VM once the last job has let go of it.
- * BOs go with their last reference (handles were dropped by DRM before this).
+ * kernel-queue jobs (waited for, or killed), then the VM once the last job has let go of it —
+ * a job already on the ring keeps its mappings until its fence signals. BOs go with their last
+ * reference (handles were dropped by DRM before this, mappings with the VM).
  */
 static void vgpu_postclose(struct drm_device *drm, struct drm_file *file)
 {
@@ -115,7 +116,6 @@ static void vgpu_postclose(struct drm_device *drm, struct drm_file *file)
 	mutex_unlock(&vdev->clients_lock);
 	vgpu_userq_mgr_fini(vf);
 	vgpu_kq_entity_fini(&vf->kq);
-	vgpu_vm_unmap_all(vf->vm);
 	vgpu_vm_put(vf->vm);
 	kfree(vf);
 }

@@ -205,16 +205,17 @@ void vgpu_kbo_free(struct vgpu_dev *vdev, struct vgpu_kbo *kbo)
 }
 
 /*
- * Maps the first size bytes of a DMA-mapped scatter list into the GART (for the kernel queue's
- * copies and fills of system BOs); *gpu gets the address. Undo with vgpu_gart_unmap.
+ * Maps size bytes from byte off of a DMA-mapped scatter list into the GART (a window for the
+ * kernel queue's copies of system pages); *gpu gets the address. Undo with vgpu_gart_unmap.
  */
-int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, size_t size, u64 *gpu)
+int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, u64 skip, size_t size,
+		      u64 *gpu)
 {
 	struct vgpu_gart *g = &vdev->gart;
 	unsigned int n = size / SZ_4K, first, i = 0;
 	struct scatterlist *sg;
 	unsigned int k;
-	u64 off;
+	u64 off, pos = 0;
 	int ret;
 
 	mutex_lock(&g->lock);
@@ -224,9 +225,12 @@ int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, size_t size, 
 	for_each_sgtable_dma_sg(sgt, sg, k) {
 		dma_addr_t a = sg_dma_address(sg);
 
-		for (off = 0; off < sg_dma_len(sg) && i < n; off += SZ_4K, i++)
-			g->table[first + i] = cpu_to_le64(((a + off) & VGPU_PTE_ADDRESS_MASK) |
-							  VGPU_GART_PTE_FLAGS);
+		for (off = 0; off < sg_dma_len(sg) && i < n; off += SZ_4K, pos += SZ_4K) {
+			if (pos < skip)
+				continue;
+			g->table[first + i++] = cpu_to_le64(((a + off) & VGPU_PTE_ADDRESS_MASK) |
+							    VGPU_GART_PTE_FLAGS);
+		}
 	}
 	if (i < n) {
 		for (k = 0; k < i; k++)

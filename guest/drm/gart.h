@@ -50,7 +50,8 @@ int vgpu_gart_l2_flush(struct vgpu_dev *vdev);
 struct vgpu_kbo *vgpu_kbo_alloc(struct vgpu_dev *vdev, size_t size, u32 flags);
 void vgpu_kbo_free(struct vgpu_dev *vdev, struct vgpu_kbo *kbo);
 
-int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, size_t size, u64 *gpu);
+int vgpu_gart_map_sgt(struct vgpu_dev *vdev, struct sg_table *sgt, u64 skip, size_t size,
+		      u64 *gpu);
 void vgpu_gart_unmap(struct vgpu_dev *vdev, u64 gpu, size_t size);
 
 static inline u32 vgpu_kbo_rd(const struct vgpu_kbo *kbo, u32 off)

@@ -59,6 +59,7 @@ struct drm_gem_object *vgpu_gem_create_object(struct drm_device *drm, size_t siz
 	bo->kind = VGPU_BO_SYSTEM;
 	bo->cpu_access = true;
 	INIT_LIST_HEAD(&bo->blocks);
+	mutex_init(&bo->move_lock);
 	/* Cached CPU mappings: the device snoops system memory (PTE_SNOOPED). */
 	bo->shmem.map_wc = false;
 	bo->shmem.base.funcs = &vgpu_shmem_funcs;
@@ -221,11 +222,12 @@ static int vgpu_bo_addrs_vram(struct vgpu_dev *vdev, struct list_head *blocks, u
 /*
  * The device addresses of n pages of the BO from byte off (page aligned, inside the BO): DMA
  * addresses (*system true) or VRAM offsets. System pages must be pinned (vgpu_bo_pin_pages).
+ * A VRAM BO's backing changes only under its move_lock and the VM's lock (gem_move.c), so a
+ * caller holding either sees one backing.
  */
 int vgpu_bo_addrs(struct vgpu_bo *bo, u64 off, unsigned int n, u64 *addrs, bool *system)
 {
 	struct vgpu_dev *vdev = to_vgpu_dev(bo->shmem.base.dev);
-	unsigned int i;
 
 	if (off + (u64)n * VGPU_GPU_PAGE > bo->shmem.base.size)
 		return -EINVAL;
@@ -238,9 +240,7 @@ int vgpu_bo_addrs(struct vgpu_bo *bo, u64 off, unsigned int n, u64 *addrs, bool 
 	case VGPU_BO_VRAM:
 		if (bo->evicted) {
 			*system = true;
-			for (i = 0; i < n; i++)
-				addrs[i] = bo->evicted->dma + off + (u64)i * VGPU_GPU_PAGE;
-			return 0;
+			return vgpu_bo_addrs_sgt(&bo->evicted->sgt, off, n, addrs);
 		}
 		*system = false;
 		return vgpu_bo_addrs_vram(vdev, &bo->blocks, off, n, addrs);

@@ -14,13 +14,15 @@
 #define VGPU_DRM_GEM_H
 
 #include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/scatterlist.h>
 #include <linux/types.h>
 
 #include <drm/drm_gem.h>
 #include <drm/drm_gem_shmem_helper.h>
 
 struct vgpu_dev;
-struct vgpu_kbo;
+struct vgpu_vm;
 
 enum vgpu_bo_kind {
 	VGPU_BO_SYSTEM,
@@ -29,13 +31,21 @@ enum vgpu_bo_kind {
 	VGPU_BO_KINDS
 };
 
+/* System pages holding an evicted VRAM BO's contents (gem_move.c). */
+struct vgpu_bo_sys {
+	struct page **pages;
+	unsigned int n;
+	struct sg_table sgt;		/* DMA-mapped for the device */
+};
+
 struct vgpu_bo {
 	struct drm_gem_shmem_object shmem;	/* base: shmem.base is the GEM object */
 	enum vgpu_bo_kind kind;
 	u32 flags;			/* VGPU_GEM_CREATE_* */
 	bool cpu_access;		/* mmap allowed (VRAM: inside the BAR window) */
 	struct list_head blocks;	/* VRAM: drm_buddy blocks */
-	struct vgpu_kbo *evicted;	/* VRAM: its contents in system memory while evicted */
+	struct vgpu_bo_sys *evicted;	/* VRAM: its contents in system memory while evicted */
+	struct mutex move_lock;		/* VRAM: the backing (blocks, evicted) against a move */
 	u32 db_page;			/* DOORBELL: the BAR2 page */
 	atomic_t va_maps;		/* GPU VA mappings of it (vm.c) */
 };
@@ -53,6 +63,11 @@ int vgpu_gem_wait_idle_ioctl(struct drm_device *drm, void *data, struct drm_file
 int vgpu_bo_pin_pages(struct vgpu_bo *bo);
 int vgpu_bo_addrs(struct vgpu_bo *bo, u64 off, unsigned int n, u64 *addrs, bool *system);
 void vgpu_bo_account(struct vgpu_dev *vdev, struct vgpu_bo *bo, bool add);
+
+/* gem_move.c: eviction of VRAM BOs to system memory and back, through the kernel queue */
+int vgpu_bo_evict(struct vgpu_bo *bo, struct vgpu_vm *vm);
+int vgpu_bo_restore(struct vgpu_bo *bo, struct vgpu_vm *vm);
+void vgpu_bo_sys_free(struct vgpu_dev *vdev, struct vgpu_bo_sys *sys);
 
 /* gem_io.c: VRAM and doorbell objects */
 struct vgpu_bo *vgpu_bo_create_vram(struct vgpu_dev *vdev, u64 size, u32 flags);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * VRAM and doorbell objects: GEM objects without shmem, mapped to userspace from BAR0
- * (write-combined) or BAR2 (uncached), see gem.h.
+ * (write-combined, page by page on fault) or BAR2 (uncached, at mmap), see gem.h.
  */
 
 #include <linux/mm.h>
@@ -17,62 +17,76 @@ static const struct vm_operations_struct vgpu_io_vm_ops = {
 	.close = drm_gem_vm_close,
 };
 
-static int vgpu_io_remap(struct vm_area_struct *vma, unsigned long uaddr, resource_size_t bus,
-			 unsigned long size, pgprot_t prot)
+/*
+ * A CPU access to a VRAM BO's mapping: the page from its current backing — BAR0
+ * (write-combined) or, while evicted, the system page holding its contents (cached). Mapping on
+ * demand is what lets a move zap the CPU mappings and have them follow the contents.
+ */
+static vm_fault_t vgpu_vram_fault(struct vm_fault *vmf)
 {
-	return io_remap_pfn_range(vma, uaddr, bus >> PAGE_SHIFT, size, prot);
-}
-
-/* Maps the VRAM blocks that cover [off, off + size) of the BO at the VMA's start. */
-static int vgpu_vram_mmap(struct vgpu_dev *vdev, struct vgpu_bo *bo, struct vm_area_struct *vma,
-			  u64 off)
-{
-	pgprot_t prot = pgprot_writecombine(vm_get_page_prot(vma->vm_flags));
-	u64 size = vma->vm_end - vma->vm_start, pos = 0, done = 0;
+	struct vm_area_struct *vma = vmf->vma;
+	struct drm_gem_object *obj = vma->vm_private_data;
+	struct vgpu_dev *vdev = to_vgpu_dev(obj->dev);
+	struct vgpu_bo *bo = to_vgpu_bo(obj);
+	u64 off = ((u64)(vmf->address - vma->vm_start) >> PAGE_SHIFT) +
+		  (vma->vm_pgoff - drm_vma_node_start(&obj->vma_node));
 	struct drm_buddy_block *b;
-	int ret;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	u64 pos = 0;
 
+	off <<= PAGE_SHIFT;
+	if (off >= obj->size)
+		return VM_FAULT_SIGBUS;
+	mutex_lock(&bo->move_lock);
+	if (bo->evicted) {
+		ret = vmf_insert_pfn_prot(vma, vmf->address,
+					  page_to_pfn(bo->evicted->pages[off >> PAGE_SHIFT]),
+					  vm_get_page_prot(vma->vm_flags));
+		goto out;
+	}
 	list_for_each_entry(b, &bo->blocks, link) {
-		u64 len = drm_buddy_block_size(&vdev->vram.mm, b), start, n;
+		u64 len = drm_buddy_block_size(&vdev->vram.mm, b);
+		u64 at = drm_buddy_block_offset(b) + off - pos;
 
-		if (pos + len <= off) {
+		if (off >= pos + len) {
 			pos += len;
 			continue;
 		}
-		start = off + done - pos;
-		n = min(len - start, size - done);
-		/* cpu_access says every block is inside BAR0: the window holds this range. */
-		ret = vgpu_io_remap(vma, vma->vm_start + done,
-				    vdev->vram_bar + drm_buddy_block_offset(b) + start, n, prot);
-		if (ret)
-			return ret;
-		done += n;
-		pos += len;
-		if (done == size)
-			return 0;
+		/* A restore may have had to place it beyond the window. */
+		if (at + PAGE_SIZE <= vdev->vram.visible)
+			ret = vmf_insert_pfn_prot(vma, vmf->address, (vdev->vram_bar + at) >> PAGE_SHIFT,
+						  pgprot_writecombine(vm_get_page_prot(vma->vm_flags)));
+		break;
 	}
-	return -EINVAL;
+out:
+	mutex_unlock(&bo->move_lock);
+	return ret;
 }
+
+static const struct vm_operations_struct vgpu_vram_vm_ops = {
+	.fault = vgpu_vram_fault,
+	.open = drm_gem_vm_open,
+	.close = drm_gem_vm_close,
+};
 
 static int vgpu_io_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
 	struct vgpu_dev *vdev = to_vgpu_dev(obj->dev);
 	struct vgpu_bo *bo = to_vgpu_bo(obj);
-	u64 off = (u64)(vma->vm_pgoff - drm_vma_node_start(&obj->vma_node)) << PAGE_SHIFT;
 
 	if (!bo->cpu_access)
 		return -EPERM;
-	/* Contents moved to system memory by an eviction are not reachable through BAR0. */
-	if (bo->evicted)
-		return -EBUSY;
 	vma->vm_flags |= VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP;
-	vma->vm_ops = &vgpu_io_vm_ops;
-	if (bo->kind == VGPU_BO_DOORBELL)
-		return vgpu_io_remap(vma, vma->vm_start,
-				     vdev->db_bar + (resource_size_t)bo->db_page * VGPU_DOORBELL_PAGE,
-				     vma->vm_end - vma->vm_start,
-				     pgprot_noncached(vm_get_page_prot(vma->vm_flags)));
-	return vgpu_vram_mmap(vdev, bo, vma, off);
+	if (bo->kind == VGPU_BO_DOORBELL) {
+		vma->vm_ops = &vgpu_io_vm_ops;
+		return io_remap_pfn_range(vma, vma->vm_start,
+					  (vdev->db_bar + (resource_size_t)bo->db_page *
+					   VGPU_DOORBELL_PAGE) >> PAGE_SHIFT,
+					  vma->vm_end - vma->vm_start,
+					  pgprot_noncached(vm_get_page_prot(vma->vm_flags)));
+	}
+	vma->vm_ops = &vgpu_vram_vm_ops;
+	return 0;
 }
 
 static void vgpu_io_free(struct drm_gem_object *obj)
@@ -85,14 +99,24 @@ static void vgpu_io_free(struct drm_gem_object *obj)
 		vgpu_doorbell_page_put(vdev, bo->db_page);
 	else
 		vgpu_vram_free(vdev, &bo->blocks);
-	vgpu_kbo_free(vdev, bo->evicted);
+	vgpu_bo_sys_free(vdev, bo->evicted);
 	drm_gem_object_release(obj);
 	kfree(bo);
+}
+
+/*
+ * BAR pages have no struct page and no sg table to give another device: such a BO is not
+ * shared by dma-buf (without this, PRIME would export it and warn at the first attach).
+ */
+static struct dma_buf *vgpu_io_export(struct drm_gem_object *obj, int flags)
+{
+	return ERR_PTR(-EOPNOTSUPP);
 }
 
 static const struct drm_gem_object_funcs vgpu_io_funcs = {
 	.free = vgpu_io_free,
 	.mmap = vgpu_io_mmap,
+	.export = vgpu_io_export,
 };
 
 static struct vgpu_bo *vgpu_io_bo_alloc(struct vgpu_dev *vdev, u64 size, enum vgpu_bo_kind kind)
@@ -103,6 +127,7 @@ static struct vgpu_bo *vgpu_io_bo_alloc(struct vgpu_dev *vdev, u64 size, enum vg
 		return NULL;
 	bo->kind = kind;
 	INIT_LIST_HEAD(&bo->blocks);
+	mutex_init(&bo->move_lock);
 	bo->shmem.base.funcs = &vgpu_io_funcs;
 	drm_gem_private_object_init(&vdev->drm, &bo->shmem.base, size);
 	return bo;

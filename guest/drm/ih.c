@@ -58,7 +58,10 @@ static void vgpu_ih_vm_fault(struct vgpu_dev *vdev, u32 dw0, u32 dw3, const u32 
 	/* A fault latches VM_FAULT_STATUS; re-arm it so the next one is seen too. */
 	vgpu_wr(vdev, VGPU_REG_VM_FAULT_CNTL,
 		VGPU_REG_VM_FAULT_CNTL__CLEAR_PROTECTION_FAULT_STATUS_ADDR_MASK);
-	if (f.vmid)
+	/* The kernel queue halts on its job's fault: recover now, not at the timeout. */
+	if (f.vmid == VGPU_KQ_VMID)
+		vgpu_kq_fault(vdev);
+	else if (f.vmid)
 		vgpu_userq_irq_vm_fault(vdev, f.pasid, f.addr, f.flags);
 }
 

@@ -245,13 +245,20 @@ void vgpu_kq_irq(struct vgpu_dev *vdev)
 	spin_unlock(&kq->fence_lock);
 }
 
-/* The queue halted on a packet it could not run: recover now rather than at the timeout. */
+/* The queue halted (a fault of its job's VMID): recover now rather than at the timeout. */
+void vgpu_kq_fault(struct vgpu_dev *vdev)
+{
+	if (vdev->kq.sched_on)
+		drm_sched_fault(&vdev->kq.sched);
+}
+
+/* The queue halted on a packet it could not run (DW4: the CP_ERROR_*). */
 void vgpu_kq_irq_error(struct vgpu_dev *vdev, u32 src, const u32 *data)
 {
 	vdev->kq.errors++;
-	drm_err_ratelimited(&vdev->drm, "kernel queue: CP error IV %u (error %u)\n", src, data[0]);
-	if (vdev->kq.sched_on)
-		drm_sched_fault(&vdev->kq.sched);
+	drm_err_ratelimited(&vdev->drm, "kernel queue halted: IV source %u, CP error %u\n", src,
+			    data[0]);
+	vgpu_kq_fault(vdev);
 }
 
 /*

@@ -73,6 +73,7 @@ struct vgpu_kq_job {
 	u64 ib_va;
 	u32 ib_dwords;
 	bool guilty;			/* it timed out: it ends with -ETIME when run again */
+	struct dma_fence *hw;		/* its hardware fence, the last time it was emitted */
 	unsigned int npkts;
 	u32 pkts[];			/* kernel jobs: packets put on the ring as they are */
 };
@@ -81,6 +82,7 @@ int vgpu_kq_init(struct vgpu_dev *vdev);
 void vgpu_kq_fini(struct vgpu_dev *vdev);
 void vgpu_kq_irq(struct vgpu_dev *vdev);
 void vgpu_kq_irq_error(struct vgpu_dev *vdev, u32 src, const u32 *data);
+void vgpu_kq_fault(struct vgpu_dev *vdev);
 
 /* kq.c: the ring (run_job and the reset) */
 struct dma_fence *vgpu_kq_emit(struct vgpu_dev *vdev, struct vgpu_kq_job *job);

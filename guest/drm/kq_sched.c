@@ -26,14 +26,28 @@ static struct dma_fence *vgpu_kq_run_job(struct drm_sched_job *sched_job)
 {
 	struct vgpu_kq_job *job = to_kq_job(sched_job);
 	struct dma_fence *finished = &sched_job->s_fence->finished;
+	struct dma_fence *hw;
 
+	/*
+	 * Emitted before a reset: a job whose fence the ring wrote before it stopped has run, and
+	 * is not run twice; the others' fences ended with -ECANCELED (vgpu_kq_hw_reset).
+	 */
+	if (job->hw) {
+		if (dma_fence_is_signaled(job->hw) && !job->hw->error)
+			return dma_fence_get(job->hw);
+		dma_fence_put(job->hw);
+		job->hw = NULL;
+	}
 	/* The job that hung is not run again: it ends with -ETIME. */
 	if (job->guilty)
 		return ERR_PTR(-ETIME);
 	/* Cancelled (its entity was killed): its fence completes with that error. */
 	if (finished->error)
 		return ERR_PTR(finished->error);
-	return vgpu_kq_emit(job->vdev, job);
+	hw = vgpu_kq_emit(job->vdev, job);
+	if (!IS_ERR(hw))
+		job->hw = dma_fence_get(hw);
+	return hw;
 }
 
 /*
@@ -144,6 +158,7 @@ struct vgpu_kq_job *vgpu_kq_job_alloc(struct vgpu_dev *vdev, unsigned int npkts)
 
 void vgpu_kq_job_free(struct vgpu_kq_job *job)
 {
+	dma_fence_put(job->hw);
 	vgpu_vm_put(job->vm);
 	kfree(job);
 }

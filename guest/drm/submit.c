@@ -4,6 +4,7 @@
  * syncobj to wait on first and one that gets the job's fence.
  */
 
+#include <drm/drm_print.h>
 #include <drm/drm_syncobj.h>
 
 #include "vgpu_drm_dev.h"
@@ -32,7 +33,7 @@ int vgpu_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	struct vgpu_file *vf = to_vgpu_file(file);
 	struct drm_vgpu_submit *args = data;
 	struct drm_syncobj *out = NULL;
-	struct dma_fence *in = NULL;
+	struct dma_fence *in = NULL, *fence;
 	struct vgpu_kq_job *job;
 	int ret;
 
@@ -77,11 +78,16 @@ int vgpu_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	}
 	mutex_lock(&vf->kq.lock);
 	drm_sched_job_arm(&job->base);
-	args->seqno = job->base.s_fence->finished.seqno;
-	if (out)
-		drm_syncobj_replace_fence(out, &job->base.s_fence->finished);
+	fence = dma_fence_get(&job->base.s_fence->finished);
+	args->seqno = fence->seqno;
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&vf->kq.lock);
+	if (out)
+		drm_syncobj_replace_fence(out, fence);
+	/* An IB may touch any BO of the VM; the job is queued whatever this says. */
+	if (args->ib_dwords && vgpu_vm_add_fence(vf->vm, fence))
+		drm_warn_once(drm, "SUBMIT: no room for a fence in a BO's reservation\n");
+	dma_fence_put(fence);
 	ret = 0;
 out_fence:
 	dma_fence_put(in);

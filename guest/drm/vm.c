@@ -6,6 +6,7 @@
 #include <linux/atomic.h>
 #include <linux/bitfield.h>
 #include <linux/delay.h>
+#include <linux/dma-resv.h>
 #include <linux/jiffies.h>
 #include <linux/slab.h>
 
@@ -424,4 +425,29 @@ void vgpu_vm_unmap_all(struct vgpu_vm *vm)
 		return;	/* nothing to free, or the device may still use it: leaked */
 	list_for_each_entry_safe(m, tmp, &gone, node)
 		vgpu_mapping_free(m);
+}
+
+/*
+ * Adds a kernel-queue job's fence to every BO mapped in the VM (the job may touch any of them:
+ * SUBMIT names no BOs), as bookkeeping, so that GEM_WAIT_IDLE waits for it.
+ */
+int vgpu_vm_add_fence(struct vgpu_vm *vm, struct dma_fence *fence)
+{
+	struct vgpu_mapping *m;
+	int ret = 0;
+
+	mutex_lock(&vm->lock);
+	list_for_each_entry(m, &vm->mappings, node) {
+		if (!m->obj)
+			continue;
+		dma_resv_lock(m->obj->resv, NULL);
+		ret = dma_resv_reserve_fences(m->obj->resv, 1);
+		if (!ret)
+			dma_resv_add_fence(m->obj->resv, fence, DMA_RESV_USAGE_BOOKKEEP);
+		dma_resv_unlock(m->obj->resv);
+		if (ret)
+			break;
+	}
+	mutex_unlock(&vm->lock);
+	return ret;
 }

@@ -15,7 +15,8 @@
  * Locking: vm->lock covers the tables and the mappings. GEM_VA UNMAP asks the user-queue part
  * (vgpu_userq_va_busy) with vm->lock held, so a user queue created with vm->lock held
  * (vgpu_vm_lock, the _locked lookups) cannot race an UNMAP of its ranges: lock order vm->lock,
- * then the user-queue lock.
+ * then the user-queue lock. SUBMIT adds its fence to the mapped BOs' reservations under vm->lock
+ * (vgpu_vm_add_fence): vm->lock comes before any BO's dma_resv lock too.
  */
 #ifndef VGPU_DRM_VM_H
 #define VGPU_DRM_VM_H
@@ -25,6 +26,7 @@
 #include <linux/mutex.h>
 #include <linux/types.h>
 
+struct dma_fence;
 struct drm_gem_object;
 struct vgpu_dev;
 struct vgpu_file;
@@ -94,6 +96,7 @@ int vgpu_vm_unmap_bo(struct vgpu_file *vf, struct drm_gem_object *obj, u64 va, u
 int vgpu_vm_map_kernel(struct vgpu_vm *vm, struct vgpu_kbo *kbo, u64 va, u32 flags);
 int vgpu_vm_unmap_kernel(struct vgpu_vm *vm, u64 va);
 int vgpu_vm_remap_bo(struct vgpu_vm *vm, struct vgpu_bo *bo);
+int vgpu_vm_add_fence(struct vgpu_vm *vm, struct dma_fence *fence);
 
 /* vm_pt.c: the page-table builder (vm->lock held) */
 struct vgpu_pt *vgpu_pt_alloc(struct vgpu_vm *vm, bool dir);
