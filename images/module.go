@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -49,6 +50,9 @@ func moduleSources(dir string) ([]string, error) {
 			if rel != "." && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
+			if rel != "." && isModuleDir(p) {
+				return filepath.SkipDir // another module (guest/drm in guest/): built on its own
+			}
 			return nil
 		}
 		if d.Type().IsRegular() && isModuleSource(rel) {
@@ -64,6 +68,70 @@ func moduleSources(dir string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// isModuleDir reports whether dir holds a module of its own (a Kbuild file).
+func isModuleDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "Kbuild"))
+	return err == nil
+}
+
+// moduleTree is what a module build copies into its folder: the module's own folder and the
+// folders beside it that it includes from (guest/drm includes ../include/vgpu_abi.h). Without
+// siblings the module's files lie at the top of the build folder, as they always have; with
+// them each folder keeps its name (drm/, include/) and make runs in the module's.
+type moduleTree struct {
+	src      string   // the module's folder
+	siblings []string // names of folders beside src to copy too, e.g. "include"
+}
+
+// files lists the tree's source files relative to the build folder, each with its path on the
+// host.
+func (m moduleTree) files() (rel, host []string, err error) {
+	own, err := moduleSources(m.src)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix := ""
+	if len(m.siblings) > 0 {
+		prefix = filepath.Base(m.src) + "/"
+	}
+	for _, f := range own {
+		rel = append(rel, prefix+f)
+		host = append(host, filepath.Join(m.src, filepath.FromSlash(f)))
+	}
+	for _, s := range m.siblings {
+		dir := filepath.Join(filepath.Dir(m.src), s)
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if p != dir && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			r, _ := filepath.Rel(dir, p)
+			if d.Type().IsRegular() && isModuleSource(r) {
+				rel = append(rel, s+"/"+filepath.ToSlash(r))
+				host = append(host, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("images: the module in %s includes from %s: %w", m.src, dir, err)
+		}
+	}
+	return rel, host, nil
+}
+
+// makeDir is the folder of the build folder that make builds (M=).
+func (m moduleTree) makeDir(build string) string {
+	if len(m.siblings) == 0 {
+		return build
+	}
+	return filepath.Join(build, filepath.Base(m.src))
 }
 
 func fileSHA256(path string) (string, error) {
@@ -82,8 +150,10 @@ func fileSHA256(path string) (string, error) {
 // ModuleKey is the cache key of a module build: the module's sources (names and contents) and
 // the kernel it is built for (release, Module.symvers and .config of KDIR). The same sources
 // for the same kernel give the same key, wherever the folders are.
-func ModuleKey(kdir, srcDir string) (string, error) {
-	files, err := moduleSources(srcDir)
+func ModuleKey(kdir, srcDir string) (string, error) { return moduleTree{src: srcDir}.key(kdir) }
+
+func (m moduleTree) key(kdir string) (string, error) {
+	rel, host, err := m.files()
 	if err != nil {
 		return "", err
 	}
@@ -92,8 +162,8 @@ func ModuleKey(kdir, srcDir string) (string, error) {
 		return "", err
 	}
 	items := []string{"release " + release}
-	for _, f := range files {
-		sum, err := fileSHA256(filepath.Join(srcDir, filepath.FromSlash(f)))
+	for i, f := range rel {
+		sum, err := fileSHA256(host[i])
 		if err != nil {
 			return "", err
 		}
@@ -213,7 +283,19 @@ func builtModules(dir string) []string {
 	return names
 }
 
+// BuildModuleWith is BuildModule for a module that includes from folders beside its own
+// (siblings, e.g. "include" for guest/drm's ../include/vgpu_abi.h): they are copied with it,
+// each under its own name, and are part of the cache key. It returns the .ko named want (e.g.
+// "vgpu_drm.ko"), or the first one the build made when want is "".
+func BuildModuleWith(ctx context.Context, kdir, srcDir string, siblings []string, want, cacheDir string, progress io.Writer) (string, error) {
+	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir, siblings: siblings}, want, cacheDir, progress)
+}
+
 func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
+	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir}, "vgpu_test.ko", cache, progress)
+}
+
+func buildModuleTree(ctx context.Context, kdir string, tree moduleTree, want, cache string, progress io.Writer) (string, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -221,10 +303,11 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if kdir, err = filepath.Abs(kdir); err != nil {
 		return "", err
 	}
-	if srcDir, err = filepath.Abs(srcDir); err != nil {
+	if tree.src, err = filepath.Abs(tree.src); err != nil {
 		return "", err
 	}
-	key, err := ModuleKey(kdir, srcDir)
+	srcDir := tree.src
+	key, err := tree.key(kdir)
 	if err != nil {
 		return "", err
 	}
@@ -259,12 +342,12 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 			os.RemoveAll(tmp)
 		}
 	}()
-	files, err := moduleSources(srcDir)
+	files, hostFiles, err := tree.files()
 	if err != nil {
 		return "", err
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(srcDir, filepath.FromSlash(f)))
+	for i, f := range files {
+		b, err := os.ReadFile(hostFiles[i])
 		if err != nil {
 			return "", err
 		}
@@ -278,13 +361,14 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	}
 
 	start := time.Now()
-	fmt.Fprintf(progress, "module: building %s for %s (make -C %s M=%s modules)\n", filepath.Base(srcDir), release, kdir, tmp)
+	mdir := tree.makeDir(tmp)
+	fmt.Fprintf(progress, "module: building %s for %s (make -C %s M=%s modules)\n", filepath.Base(srcDir), release, kdir, mdir)
 	if _, err := exec.LookPath("make"); err != nil {
 		return "", errors.New("images: make not found: install make and gcc (apt-get install make gcc-12)")
 	}
 	// __FILE__ (in WARN_ON and BUG reports) relative to the module folder: "mydrv.c:65", not
 	// the path of a build folder that is renamed when the build is done.
-	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "KCFLAGS=-fmacro-prefix-map="+tmp+"/=", "modules")
+	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+mdir, "KCFLAGS=-fmacro-prefix-map="+mdir+"/=", "modules")
 	cmd.Env = moduleBuildEnv()
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
@@ -297,13 +381,20 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 		return "", fmt.Errorf("images: building the module in %s against %s failed: %w%s\n%s",
 			srcDir, kdir, err, compilerHint(kdir), lastLines(out.String(), 80))
 	}
-	all := builtModules(tmp)
+	var all []string
+	for _, n := range builtModules(mdir) {
+		rel, _ := filepath.Rel(tmp, filepath.Join(mdir, filepath.FromSlash(n)))
+		all = append(all, filepath.ToSlash(rel))
+	}
 	if len(all) == 0 {
-		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
+		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", mdir, lastLines(out.String(), 40))
 	}
 	ko := filepath.Join(tmp, filepath.FromSlash(all[0]))
-	if containsString(all, "vgpu_test.ko") {
-		ko = filepath.Join(tmp, "vgpu_test.ko")
+	for _, n := range all {
+		if want != "" && path.Base(n) == want {
+			ko = filepath.Join(tmp, filepath.FromSlash(n))
+			break
+		}
 	}
 	var vermagic string
 	for _, n := range all {
