@@ -75,15 +75,8 @@ func drmPayload(ctx context.Context, cache, kdir string, opts GuestOptions, g *G
 		return errors.New("images: the DRM suite builds vgpu_drm.ko: GuestOptions.HeadersDir (KDIR) is needed with your own kernel")
 	}
 	t := time.Now()
-	mods, err := g.KernelModules(ctx, DRMModules, progress)
-	if err != nil {
-		return err
-	}
-	g.DRMModules = nil
-	for _, m := range mods {
-		g.DRMModules = append(g.DRMModules, m.Path)
-	}
 	src := opts.DRMSrc
+	var err error
 	if src == "" {
 		if src, err = findDRMSrc(); err != nil {
 			return err
@@ -102,6 +95,16 @@ func drmPayload(ctx context.Context, cache, kdir string, opts GuestOptions, g *G
 	if vm := first(info["vermagic"]); g.KernelRelease != "" && !strings.HasPrefix(vm, g.KernelRelease+" ") {
 		return fmt.Errorf("images: %s has vermagic %q; it would not load into kernel %s", g.DRMDriver, vm, g.KernelRelease)
 	}
+	// The DRM set, and whatever else of the kernel's the driver links against (its depends=),
+	// each after what it needs.
+	mods, err := g.KernelModules(ctx, drmModuleNames(first(info["depends"])), progress)
+	if err != nil {
+		return fmt.Errorf("images: the modules vgpu_drm.ko needs: %w", err)
+	}
+	g.DRMModules = nil
+	for _, m := range mods {
+		g.DRMModules = append(g.DRMModules, m.Path)
+	}
 	root := opts.GoModule
 	if root == "" {
 		if root, err = findModuleRoot(); err != nil {
@@ -119,6 +122,18 @@ func drmPayload(ctx context.Context, cache, kdir string, opts GuestOptions, g *G
 	fmt.Fprintf(progress, "guest: DRM suite ready in %.1fs (%d kernel modules, %s, %s)\n",
 		time.Since(t).Seconds(), len(g.DRMModules), g.DRMDriver, g.DRMTest)
 	return nil
+}
+
+// drmModuleNames are the kernel modules the DRM suite loads: DRMModules, then those of the
+// driver's depends= that are not among them.
+func drmModuleNames(depends string) []string {
+	names := append([]string(nil), DRMModules...)
+	for _, d := range strings.Split(depends, ",") {
+		if d = kmodName(strings.TrimSpace(d)); d != "" && !containsString(names, d) {
+			names = append(names, d)
+		}
+	}
+	return names
 }
 
 // findDRMSrc finds guest/drm of the vgpu Go module that contains the working directory.
