@@ -115,7 +115,7 @@ type GuestImage struct {
 	// DRMModules are the kernel modules the DRM suite's initramfs loads before vgpu_drm.ko
 	// (DRMModules and their dependencies, in load order); DRMDriver is vgpu_drm.ko and DRMTest
 	// the static program /init runs as /bin/vgpu-drmtest. Empty for the KTAP suite.
-	DRMModules          []string
+	DRMModules         []string
 	DRMDriver, DRMTest string
 
 	// kmods returns the folder with all the kernel's modules (KernelModules); nil when there
