@@ -36,7 +36,7 @@ func SuiteFlavour(suite string) string {
 
 // Where the DRM suite's files lie in its initramfs (init.sh reads the same paths).
 const (
-	drmInitrdDir     = "lib/modules/drm" // the kernel's DRM modules and drm.order
+	drmInitrdDir     = "lib/modules/drm" // the kernel's DRM modules and load.order
 	drmInitrdDriver  = "lib/modules/vgpu_drm.ko"
 	drmInitrdProgram = "bin/vgpu-drmtest"
 	suiteInitrdFile  = "etc/vgpu-suite" // "drm": /init runs the DRM suite

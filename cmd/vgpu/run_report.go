@@ -155,6 +155,8 @@ type jsonReport struct {
 
 type jsonBoot struct {
 	Name       string            `json:"name"`
+	Suite      string            `json:"suite,omitempty"` // ktap, drm; "" for a user run
+	Perf       []perfFigure      `json:"perf,omitempty"`  // the DRM suite's "# perf" figures
 	Passed     bool              `json:"passed"`
 	WallMS     int64             `json:"wall_ms"`
 	TimedOut   bool              `json:"timed_out"`

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"vgpu/ci/boot"
+	"vgpu/ci/ktap"
+	"vgpu/images"
+)
+
+func TestSuiteList(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		own  bool
+		want string // "" → error
+	}{
+		{"", false, "ktap drm"},
+		{"", true, "ktap"},
+		{"all", false, "ktap drm"},
+		{"all", true, "ktap drm"},
+		{"ktap", false, "ktap"},
+		{"drm", false, "drm"},
+		{"kunit", false, ""},
+	} {
+		got, err := suiteList(tc.flag, tc.own)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("--suite %q: %v, want an error", tc.flag, got)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("--suite %q (own kernel %v): %v %v, want %s", tc.flag, tc.own, got, err, tc.want)
+		}
+	}
+}
+
+func TestKTAPCases(t *testing.T) {
+	cases, err := ktapCases(filepath.Join("..", "..", "guest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 30 || cases[0] != "probe_identity" || !containsSuite(cases, "fences") || !containsSuite(cases, "protected_fence") {
+		t.Errorf("vgpu_test cases: %v", cases)
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		if seen[c] {
+			t.Errorf("%s twice", c)
+		}
+		seen[c] = true
+	}
+}
+
+func TestSplitTests(t *testing.T) {
+	ktapList := []string{"scratch", "fences", "protected_fence"}
+	both := []string{images.SuiteKTAP, images.SuiteDRM}
+	for _, tc := range []struct {
+		tests  string
+		suites []string
+		want   map[string][]string // nil → error
+	}{
+		{"", both, map[string][]string{}},
+		{"scratch,userq_basic", both, map[string][]string{"ktap": {"scratch"}, "drm": {"userq_basic"}}},
+		{" fences , , vram_bo", both, map[string][]string{"ktap": {"fences"}, "drm": {"vram_bo"}}},
+		{"protected_fence", both, map[string][]string{"ktap": {"protected_fence"}}},
+		{"drm:protected_fence", both, map[string][]string{"drm": {"protected_fence"}}},
+		{"ktap:protected_fence,drm:protected_fence", both, map[string][]string{"ktap": {"protected_fence"}, "drm": {"protected_fence"}}},
+		{"userq_basic", []string{"drm"}, map[string][]string{"drm": {"userq_basic"}}},
+		{"scratch", []string{"drm"}, map[string][]string{"drm": {"scratch"}}},   // the program says it does not know it
+		{"no_such", []string{"ktap"}, map[string][]string{"ktap": {"no_such"}}}, // vgpu_test says so
+		{"no_such", both, map[string][]string{"drm": {"no_such"}}},              // the DRM program says so
+		{"drm:userq_basic", []string{"ktap"}, nil},                              // that suite does not run
+		{"kunit:x", both, nil},
+	} {
+		got, err := splitTests(tc.tests, tc.suites, ktapList)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%q %v: %v, want an error", tc.tests, tc.suites, got)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q %v: %v %v, want %v", tc.tests, tc.suites, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		suite string
+		names []string
+		want  string
+	}{
+		{"ktap", nil, ""},
+		{"drm", nil, ""},
+		{"ktap", []string{"a", "b"}, "tests=a,b"},
+		{"drm", []string{"a", "b"}, "--tests a,b"},
+	} {
+		if got := suiteTestArgs(tc.suite, tc.names); got != tc.want {
+			t.Errorf("suiteTestArgs(%s, %v) = %q, want %q", tc.suite, tc.names, got, tc.want)
+		}
+	}
+}
+
+func TestDRMInitProblems(t *testing.T) {
+	good := map[string]string{"drm-kmods": "0", "drm-insmod": "0", "render-node": "/dev/dri/renderD128", "drmtest": "0", "drm-rmmod": "0", "end": ""}
+	if p := drmInitProblems(good); len(p) != 0 {
+		t.Errorf("a clean run: %v", p)
+	}
+	for key, val := range map[string]string{"drm-kmods": "1", "drm-insmod": "none", "drmtest": "timeout", "drm-rmmod": "1", "render-node": "none"} {
+		m := map[string]string{}
+		for k, v := range good {
+			m[k] = v
+		}
+		m[key] = val
+		if p := drmInitProblems(m); len(p) != 1 {
+			t.Errorf("%s=%s: %v", key, val, p)
+		}
+		delete(m, key)
+		if p := drmInitProblems(m); len(p) != 1 && key != "render-node" {
+			t.Errorf("no %s line: %v", key, p)
+		}
+	}
+	// A guest that never got to the end is reported as such by boot, not line by line here.
+	if p := drmInitProblems(map[string]string{"drm-kmods": "0"}); len(p) != 0 {
+		t.Errorf("cut short: %v", p)
+	}
+}
+
+// drmKTAP is a DRM suite's report as vgpu-drmtest prints it (the shape, not its numbers).
+const drmKTAP = `KTAP version 1
+1..3
+# userq_basic: 41 ms
+ok 1 userq_basic
+    KTAP version 1
+    # Subtest: kernel_queue
+    1..1
+    # perf kq_jobs_per_s 5000 jobs/s
+    ok 1 submit
+ok 2 kernel_queue
+# perf userq_jobs_per_s 25000 jobs/s
+# perf userq_latency_median 40 us
+# perf kq_latency_median 200 us
+# perf userq_latency_p99 90.5 us
+# perf kernel_queue_latency_p99 400 us
+# perf doorbells 1200 count
+# userq_perf: skipped below
+ok 3 userq_perf # SKIP for the test
+# perf broken line
+`
+
+func TestDRMFigures(t *testing.T) {
+	rep := ktap.Parse(strings.NewReader(drmKTAP))
+	figs, problems := parsePerf(rep)
+	if len(figs) != 7 || len(problems) != 1 || !strings.Contains(problems[0], "broken line") {
+		t.Fatalf("figures %+v, problems %v", figs, problems)
+	}
+	if figs[0] != (perfFigure{"kq_jobs_per_s", 5000, "jobs/s", "kernel_queue/submit"}) {
+		t.Errorf("first figure %+v", figs[0])
+	}
+	lines := drmFigureLines(figs)
+	want := []string{
+		"jobs_per_s             userq 25000 jobs/s, kernel queue 5000 jobs/s: 5.00× (target ≥ 2×)",
+		"latency_median         userq 40 us, kernel queue 200 us: 0.20× (target ≤ 0.5×)",
+		"latency_p99            userq 90.50 us, kernel queue 400 us: 0.23×",
+		"doorbells              1200 count",
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	for _, bad := range []string{"perf x y z", "perf x -1 s", "perf x NaN s", "perf x 1"} {
+		if _, p := parsePerf(&ktap.Report{Diagnostics: []string{bad}}); len(p) != 1 {
+			t.Errorf("%q: %v", bad, p)
+		}
+	}
+	if f, p := parsePerf(&ktap.Report{Diagnostics: []string{"performance is fine", "perfect"}}); len(f)+len(p) != 0 {
+		t.Errorf("not perf lines: %v %v", f, p)
+	}
+}
+
+func TestSuiteSummary(t *testing.T) {
+	res := &boot.Result{Report: ktap.Parse(strings.NewReader(drmKTAP)), Init: map[string]string{"drm-kmods": "0", "drm-insmod": "0",
+		"render-node": "/dev/dri/renderD128", "drmtest": "0", "drm-rmmod": "1", "end": ""}}
+	judgeSuite(images.SuiteDRM, res)
+	var b bytes.Buffer
+	printSuiteSummary(&b, images.SuiteDRM, "no IOMMU", res)
+	out := b.String()
+	rest := out
+	for _, w := range []string{"vgpu guest suite (drm, no IOMMU)", "PASS userq_basic", "41 ms", "PASS kernel_queue", "SKIP userq_perf",
+		"PROBLEM rmmod vgpu_drm: 1, want 0", "DRM figures", "jobs_per_s", "5.00×", "PROBLEM perf line"} {
+		i := strings.Index(rest, w)
+		if i < 0 {
+			t.Fatalf("summary lacks %q (in order) in:\n%s", w, out)
+		}
+		rest = rest[i+len(w):]
+	}
+	// The KTAP suite's summary has no DRM block.
+	b.Reset()
+	printSuiteSummary(&b, images.SuiteKTAP, "no IOMMU", res)
+	if strings.Contains(b.String(), "DRM figures") {
+		t.Errorf("KTAP summary with DRM figures:\n%s", b.String())
+	}
+	b.Reset()
+	ok := &boot.Result{Report: ktap.Parse(strings.NewReader("KTAP version 1\n1..1\nok 1 scratch\n"))}
+	printOverall(&b, []bootOutcome{{"ktap", "no IOMMU", ok}, {"drm", "intel-iommu", res}})
+	for _, w := range []string{"summary:", "PASS ktap  no IOMMU       1 passed, 0 failed, 0 skipped, 0 problems",
+		"FAIL drm   intel-iommu    2 passed, 0 failed, 1 skipped, 1 problems"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("overall summary lacks %q:\n%s", w, b.String())
+		}
+	}
+}
