@@ -82,7 +82,7 @@ func drmPayload(ctx context.Context, cache, kdir string, opts GuestOptions, g *G
 			return err
 		}
 	}
-	if g.DRMDriver, err = BuildModuleWith(ctx, kdir, src, []string{"include"}, "vgpu_drm.ko", cache, progress); err != nil {
+	if g.DRMDriver, err = BuildModuleWith(ctx, kdir, src, []string{"include", "*.h"}, "vgpu_drm.ko", cache, progress); err != nil {
 		return err
 	}
 	if filepath.Base(g.DRMDriver) != "vgpu_drm.ko" {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -76,13 +77,65 @@ func isModuleDir(dir string) bool {
 	return err == nil
 }
 
-// moduleTree is what a module build copies into its folder: the module's own folder and the
-// folders beside it that it includes from (guest/drm includes ../include/vgpu_abi.h). Without
-// siblings the module's files lie at the top of the build folder, as they always have; with
-// them each folder keeps its name (drm/, include/) and make runs in the module's.
+// moduleTree is what a module build copies into its folder: the module's own folder and what
+// of its parent folder it includes from (guest/drm: ccflags -I$(src)/../include -I$(src)/..,
+// for guest/include/vgpu_abi.h and guest/pm4.h). Without siblings the module's files lie at the
+// top of the build folder, as they always have; with them the build folder stands for the
+// parent: the module keeps its folder's name (drm/), the siblings theirs, and make runs in the
+// module's.
 type moduleTree struct {
-	src      string   // the module's folder
-	siblings []string // names of folders beside src to copy too, e.g. "include"
+	src string // the module's folder
+	// siblings name what of the parent folder to copy: a folder (copied whole, e.g. "include")
+	// or a pattern of the parent's own files (e.g. "*.h").
+	siblings []string
+}
+
+// parentIncludeRE finds what a Kbuild or Makefile includes from the parent folder:
+// $(src)/.. and $(src)/../include (also $(srctree)-free spellings with $(M)).
+var parentIncludeRE = regexp.MustCompile(`\$[({](?:src|M|CURDIR)[)}]/\.\.(/[A-Za-z0-9_.-]+)?`)
+
+// cIncludeRE finds #include "../dir/file.h" in a C source.
+var cIncludeRE = regexp.MustCompile(`(?m)^\s*#\s*include\s+"\.\./([A-Za-z0-9_.-]+)/`)
+
+// parentIncludes returns what the module in src includes from its parent folder, as
+// moduleTree siblings: "*.h" for the parent itself ($(src)/..), a folder name for
+// $(src)/../dir or #include "../dir/...". Only what exists is returned.
+func parentIncludes(src string) ([]string, error) {
+	files, err := moduleSources(src)
+	if err != nil {
+		return nil, err
+	}
+	parent := filepath.Dir(src)
+	var out []string
+	addDir := func(d string) {
+		if st, err := os.Stat(filepath.Join(parent, d)); err == nil && st.IsDir() && !containsString(out, d) && d != filepath.Base(src) {
+			out = append(out, d)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, err
+		}
+		base := path.Base(f)
+		if base == "Kbuild" || base == "Makefile" {
+			for _, m := range parentIncludeRE.FindAllStringSubmatch(string(b), -1) {
+				if m[1] == "" {
+					if !containsString(out, "*.h") {
+						out = append(out, "*.h")
+					}
+				} else {
+					addDir(strings.TrimPrefix(m[1], "/"))
+				}
+			}
+			continue
+		}
+		for _, m := range cIncludeRE.FindAllStringSubmatch(string(b), -1) {
+			addDir(m[1])
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // files lists the tree's source files relative to the build folder, each with its path on the
@@ -101,6 +154,20 @@ func (m moduleTree) files() (rel, host []string, err error) {
 		host = append(host, filepath.Join(m.src, filepath.FromSlash(f)))
 	}
 	for _, s := range m.siblings {
+		if strings.ContainsAny(s, "*?[") {
+			matches, err := filepath.Glob(filepath.Join(filepath.Dir(m.src), s))
+			if err != nil {
+				return nil, nil, err
+			}
+			sort.Strings(matches)
+			for _, p := range matches {
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && isModuleSource(filepath.Base(p)) {
+					rel = append(rel, filepath.Base(p))
+					host = append(host, p)
+				}
+			}
+			continue
+		}
 		dir := filepath.Join(filepath.Dir(m.src), s)
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -283,16 +350,30 @@ func builtModules(dir string) []string {
 	return names
 }
 
-// BuildModuleWith is BuildModule for a module that includes from folders beside its own
-// (siblings, e.g. "include" for guest/drm's ../include/vgpu_abi.h): they are copied with it,
-// each under its own name, and are part of the cache key. It returns the .ko named want (e.g.
-// "vgpu_drm.ko"), or the first one the build made when want is "".
+// BuildModuleWith is BuildModule for a module that includes from its parent folder (siblings:
+// folders beside its own such as "include", or patterns of the parent's files such as "*.h";
+// guest/drm includes guest/include/vgpu_abi.h and guest/pm4.h): they are copied with it and
+// are part of the cache key. What its Kbuild and sources say they include from the parent
+// (parentIncludes) is copied too. It returns the .ko named want (e.g. "vgpu_drm.ko"), or the
+// first one the build made when want is "" or not among them.
 func BuildModuleWith(ctx context.Context, kdir, srcDir string, siblings []string, want, cacheDir string, progress io.Writer) (string, error) {
-	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir, siblings: siblings}, want, cacheDir, progress)
+	found, err := parentIncludes(srcDir)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range siblings {
+		if !containsString(found, s) {
+			found = append(found, s)
+		}
+	}
+	sort.Strings(found)
+	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir, siblings: found}, want, cacheDir, progress)
 }
 
+// buildModule builds BuildModule's and BuildModules' folder, with what it includes from its
+// parent (parentIncludes: nothing for guest/, whose build folder is laid out as it always was).
 func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
-	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir}, "vgpu_test.ko", cache, progress)
+	return BuildModuleWith(ctx, kdir, srcDir, nil, "vgpu_test.ko", cache, progress)
 }
 
 func buildModuleTree(ctx context.Context, kdir string, tree moduleTree, want, cache string, progress io.Writer) (string, error) {
