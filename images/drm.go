@@ -149,6 +149,22 @@ func findDRMSrc() (string, error) {
 	return src, nil
 }
 
+// DRMSuiteSources reports whether the DRM suite can be built from the vgpu checkout that
+// contains the working directory: the driver (guest/drm, with its Kbuild) and the program's
+// package (guest/drmtest). The KTAP suite's sources travel inside the vgpu binary; the DRM
+// suite's are read from the checkout.
+func DRMSuiteSources() error {
+	src, err := findDRMSrc()
+	if err != nil {
+		return err
+	}
+	prog := filepath.Join(filepath.Dir(src), "drmtest")
+	if m, _ := filepath.Glob(filepath.Join(prog, "*.go")); len(m) == 0 {
+		return fmt.Errorf("images: no DRM suite program in %s (no Go files)", prog)
+	}
+	return nil
+}
+
 // addDRM puts the DRM suite into the initramfs spec: the kernel modules (in g's order), the
 // driver, the program and the suite file that makes /init run it.
 func (s *initrdSpec) addDRM(g *GuestImage) error {

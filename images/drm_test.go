@@ -322,3 +322,20 @@ func TestGoProgram(t *testing.T) {
 		t.Errorf("a program name with a slash accepted")
 	}
 }
+
+func TestDRMSuiteSources(t *testing.T) {
+	root, err := findModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kerr := os.Stat(filepath.Join(root, "guest", "drm", "Kbuild"))
+	progs, _ := filepath.Glob(filepath.Join(root, "guest", "drmtest", "*.go"))
+	want := kerr == nil && len(progs) > 0
+	if err := DRMSuiteSources(); (err == nil) != want {
+		t.Errorf("DRMSuiteSources() = %v; driver %v, program files %d", err, kerr, len(progs))
+	}
+	t.Chdir(t.TempDir())
+	if err := DRMSuiteSources(); err == nil || !strings.Contains(err.Error(), "not inside a vgpu checkout") {
+		t.Errorf("outside a checkout: %v", err)
+	}
+}

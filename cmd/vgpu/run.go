@@ -116,6 +116,13 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		if *suiteFlag == "" && *drmSrc == "" && containsSuite(names, images.SuiteDRM) {
+			// By default the DRM suite runs where it can be built: from a checkout that has it.
+			if err := images.DRMSuiteSources(); err != nil {
+				fmt.Fprintf(os.Stderr, "== the DRM suite does not run: %v (--suite drm insists)\n", err)
+				names = []string{images.SuiteKTAP}
+			}
+		}
 		src := *moduleSrc
 		if src == "" {
 			if src, err = vgpu.WriteGuestSources(filepath.Join(dir, "module-src")); err != nil {
