@@ -133,7 +133,23 @@ func run(args []string) error {
 		if err != nil && containsSuite(names, images.SuiteKTAP) {
 			return fmt.Errorf("the vgpu_test cases of %s: %w", src, err)
 		}
-		sel, err := splitTests(*tests, names, cases)
+		imgs := map[string]*images.GuestImage{}
+		for _, name := range names {
+			opts := guestOpts
+			opts.Suite = name
+			if name == images.SuiteKTAP {
+				opts.ModuleSrc = src
+			}
+			fmt.Fprintf(os.Stderr, "== preparing the %s\n", suiteTitle(name))
+			if imgs[name], err = images.Guest(ctx, opts); err != nil {
+				return fmt.Errorf("%s: %w", suiteTitle(name), err)
+			}
+		}
+		var drmList []string
+		if g := imgs[images.SuiteDRM]; g != nil {
+			drmList = drmCases(ctx, g.DRMTest)
+		}
+		sel, err := splitTests(*tests, names, cases, drmList)
 		if err != nil {
 			return err
 		}
@@ -142,17 +158,7 @@ func run(args []string) error {
 				fmt.Fprintf(os.Stderr, "== %s: --tests names none of its cases; not run\n", suiteTitle(name))
 				continue
 			}
-			opts := guestOpts
-			opts.Suite = name
-			if name == images.SuiteKTAP {
-				opts.ModuleSrc = src
-			}
-			fmt.Fprintf(os.Stderr, "== preparing the %s\n", suiteTitle(name))
-			g, err := images.Guest(ctx, opts)
-			if err != nil {
-				return fmt.Errorf("%s: %w", suiteTitle(name), err)
-			}
-			suites = append(suites, suiteRun{name, g, suiteTestArgs(name, sel[name])})
+			suites = append(suites, suiteRun{name, imgs[name], suiteTestArgs(name, sel[name])})
 		}
 	} else {
 		if *tests != "" {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+	"time"
 
 	"vgpu/ci/boot"
 	"vgpu/images"
@@ -53,11 +57,13 @@ func ktapCases(dir string) ([]string, error) {
 }
 
 // splitTests assigns the --tests names to the suites that run: a name prefixed "ktap:" or
-// "drm:" goes to that suite; a case of vgpu_test (ktapCases) to the KTAP suite; any other to
-// the DRM suite, whose program reports names it does not know (and to the KTAP suite when the
-// DRM suite does not run: vgpu_test reports them). The result has a key for each suite that
-// gets a name; with tests empty it is empty (every suite runs all its cases).
-func splitTests(tests string, suites, ktapCases []string) (map[string][]string, error) {
+// "drm:" goes to that suite; any other to each running suite that has a case of that name
+// (ktapCases: vgpu_test's; drmCases: vgpu-drmtest --list; protected_fence is in both). A name
+// no running suite has is an error, unless a running suite's cases are not known (nil): it
+// then goes to that suite (the DRM one first), which reports names it does not know. The result
+// has a key for each suite that gets a name; with tests empty it is empty (every suite runs
+// all its cases).
+func splitTests(tests string, suites, ktapCases, drmCases []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	runs := func(s string) bool { return containsSuite(suites, s) }
 	for _, n := range strings.Split(tests, ",") {
@@ -75,16 +81,57 @@ func splitTests(tests string, suites, ktapCases []string) (map[string][]string, 
 			out[s] = append(out[s], name)
 			continue
 		}
-		switch {
-		case runs(images.SuiteKTAP) && containsSuite(ktapCases, n):
+		found := false
+		if runs(images.SuiteKTAP) && containsSuite(ktapCases, n) {
 			out[images.SuiteKTAP] = append(out[images.SuiteKTAP], n)
-		case runs(images.SuiteDRM):
+			found = true
+		}
+		if runs(images.SuiteDRM) && containsSuite(drmCases, n) {
 			out[images.SuiteDRM] = append(out[images.SuiteDRM], n)
-		default:
+			found = true
+		}
+		switch {
+		case found:
+		case runs(images.SuiteDRM) && drmCases == nil:
+			out[images.SuiteDRM] = append(out[images.SuiteDRM], n)
+		case runs(images.SuiteKTAP) && ktapCases == nil:
 			out[images.SuiteKTAP] = append(out[images.SuiteKTAP], n)
+		default:
+			var known []string
+			if runs(images.SuiteKTAP) {
+				known = append(known, "ktap: "+strings.Join(ktapCases, ","))
+			}
+			if runs(images.SuiteDRM) {
+				known = append(known, "drm: "+strings.Join(drmCases, ","))
+			}
+			return nil, fmt.Errorf("--tests %s: no suite that runs has such a case (%s)", n, strings.Join(known, "; "))
 		}
 	}
 	return out, nil
+}
+
+// drmCases asks the DRM suite's program for its cases (vgpu-drmtest --list: a static
+// linux/amd64 binary, which runs on such a host as in the guest); nil when it cannot say.
+func drmCases(ctx context.Context, program string) []string {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" || program == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, program, "--list").Output()
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if strings.ContainsAny(l, " \t,") {
+				return nil // not a list of names
+			}
+			names = append(names, l)
+		}
+	}
+	return names
 }
 
 func containsSuite(list []string, s string) bool {

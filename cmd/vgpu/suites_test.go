@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -58,34 +60,44 @@ func TestKTAPCases(t *testing.T) {
 
 func TestSplitTests(t *testing.T) {
 	ktapList := []string{"scratch", "fences", "protected_fence"}
+	drmList := []string{"userq_basic", "vram_bo", "protected_fence"}
 	both := []string{images.SuiteKTAP, images.SuiteDRM}
 	for _, tc := range []struct {
-		tests  string
-		suites []string
-		want   map[string][]string // nil → error
+		tests   string
+		suites  []string
+		drmList []string
+		want    map[string][]string // nil → error
 	}{
-		{"", both, map[string][]string{}},
-		{"scratch,userq_basic", both, map[string][]string{"ktap": {"scratch"}, "drm": {"userq_basic"}}},
-		{" fences , , vram_bo", both, map[string][]string{"ktap": {"fences"}, "drm": {"vram_bo"}}},
-		{"protected_fence", both, map[string][]string{"ktap": {"protected_fence"}}},
-		{"drm:protected_fence", both, map[string][]string{"drm": {"protected_fence"}}},
-		{"ktap:protected_fence,drm:protected_fence", both, map[string][]string{"ktap": {"protected_fence"}, "drm": {"protected_fence"}}},
-		{"userq_basic", []string{"drm"}, map[string][]string{"drm": {"userq_basic"}}},
-		{"scratch", []string{"drm"}, map[string][]string{"drm": {"scratch"}}},   // the program says it does not know it
-		{"no_such", []string{"ktap"}, map[string][]string{"ktap": {"no_such"}}}, // vgpu_test says so
-		{"no_such", both, map[string][]string{"drm": {"no_such"}}},              // the DRM program says so
-		{"drm:userq_basic", []string{"ktap"}, nil},                              // that suite does not run
-		{"kunit:x", both, nil},
+		{"", both, drmList, map[string][]string{}},
+		{"scratch,userq_basic", both, drmList, map[string][]string{"ktap": {"scratch"}, "drm": {"userq_basic"}}},
+		{" fences , , vram_bo", both, drmList, map[string][]string{"ktap": {"fences"}, "drm": {"vram_bo"}}},
+		{"protected_fence", both, drmList, map[string][]string{"ktap": {"protected_fence"}, "drm": {"protected_fence"}}},
+		{"protected_fence", []string{"drm"}, drmList, map[string][]string{"drm": {"protected_fence"}}},
+		{"drm:protected_fence", both, drmList, map[string][]string{"drm": {"protected_fence"}}},
+		{"ktap:protected_fence,drm:vram_bo", both, drmList, map[string][]string{"ktap": {"protected_fence"}, "drm": {"vram_bo"}}},
+		{"drm:whatever", both, drmList, map[string][]string{"drm": {"whatever"}}}, // the program says it does not know it
+		{"no_such", both, drmList, nil},
+		{"scratch", []string{"drm"}, drmList, nil},
+		{"userq_basic", []string{"ktap"}, drmList, nil},
+		{"userq_basic", []string{"ktap"}, nil, nil},
+		{"drm:userq_basic", []string{"ktap"}, drmList, nil}, // that suite does not run
+		{"kunit:x", both, drmList, nil},
+		// The DRM cases unknown (a program without --list): other names go to the DRM suite.
+		{"scratch,userq_basic,no_such", both, nil, map[string][]string{"ktap": {"scratch"}, "drm": {"userq_basic", "no_such"}}},
+		{"protected_fence", both, nil, map[string][]string{"ktap": {"protected_fence"}}},
+		{"scratch", []string{"drm"}, nil, map[string][]string{"drm": {"scratch"}}},
 	} {
-		got, err := splitTests(tc.tests, tc.suites, ktapList)
+		got, err := splitTests(tc.tests, tc.suites, ktapList, tc.drmList)
 		if tc.want == nil {
 			if err == nil {
 				t.Errorf("%q %v: %v, want an error", tc.tests, tc.suites, got)
+			} else {
+				t.Logf("%q %v: %v", tc.tests, tc.suites, err)
 			}
 			continue
 		}
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%q %v: %v %v, want %v", tc.tests, tc.suites, got, err, tc.want)
+			t.Errorf("%q %v %v: %v %v, want %v", tc.tests, tc.suites, tc.drmList, got, err, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -210,5 +222,31 @@ func TestSuiteSummary(t *testing.T) {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("overall summary lacks %q:\n%s", w, b.String())
 		}
+	}
+}
+
+func TestDRMCases(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	lister := script("lister", `[ "$1" = --list ] || exit 2; printf 'userq_basic\nvram_bo\n\n'`)
+	if got := drmCases(t.Context(), lister); runtime.GOOS == "linux" && runtime.GOARCH == "amd64" && !reflect.DeepEqual(got, []string{"userq_basic", "vram_bo"}) {
+		t.Errorf("drmCases = %v", got)
+	}
+	for name, body := range map[string]string{
+		"no-list": `echo "flag provided but not defined: -list" >&2; exit 2`,
+		"ktap":    `printf 'KTAP version 1\n1..1\nok 1 x\n'`,
+	} {
+		if got := drmCases(t.Context(), script(name, body)); got != nil {
+			t.Errorf("%s: %v, want nil", name, got)
+		}
+	}
+	if got := drmCases(t.Context(), ""); got != nil {
+		t.Errorf("no program: %v", got)
 	}
 }
