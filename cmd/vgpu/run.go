@@ -29,7 +29,7 @@ func run(args []string) error {
 	fl := flag.NewFlagSet("run", flag.ContinueOnError)
 	iommu := fl.String("iommu", "", "guest IOMMU: off, on (emulated VT-d, intel_iommu=on) or both (two boots); default both for vgpu's suite, off for a user run")
 	suiteFlag := fl.String("suite", "", "guest suites: ktap (vgpu_test.ko on the cloud kernel), drm (vgpu_drm.ko and vgpu-drmtest on the generic kernel) or all; default all (ktap with --kernel)")
-	tests := fl.String("tests", "", "comma-separated guest test cases of either suite (a vgpu_test case goes to the KTAP suite, any other to the DRM suite; ktap:NAME or drm:NAME to choose); empty = all")
+	tests := fl.String("tests", "", "comma-separated guest test cases of either suite (each goes to the suites that have it; ktap:NAME or drm:NAME to choose); empty = all")
 	flavour := fl.String("flavour", "", "guest kernel of a user run (--module/--run/--add): cloud (default) or generic (Debian's generic kernel, with DRM); each suite has its own")
 	drmSrc := fl.String("drm-src", "", "build vgpu_drm.ko from this directory (default: the checkout's guest/drm)")
 	kernel := fl.String("kernel", "", "bring your own guest kernel (vmlinux or bzImage) instead of the pinned Debian one")
