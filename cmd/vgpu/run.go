@@ -350,6 +350,10 @@ func printSummary(w io.Writer, mode string, res *boot.Result) {
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
 			if t.Result == ktap.Fail {
 				walk(t.Subtests, indent+"    ")
+				if len(t.Subtests) == 0 {
+					// The reason is in the case's diagnostics (the DRM program puts it there).
+					writeLines(w, indent+"    | ", tail(failureNotes(t), 6))
+				}
 			}
 		}
 	}
@@ -374,6 +378,17 @@ func printSummary(w io.Writer, mode string, res *boot.Result) {
 		}
 		printArtefacts(w, res)
 	}
+}
+
+// failureNotes are a failed case's diagnostics without its timing note.
+func failureNotes(t *ktap.Test) []string {
+	var out []string
+	for _, d := range t.Diagnostics {
+		if !durationRE.MatchString(d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func indent(s, prefix string) string {

@@ -250,3 +250,16 @@ func TestDRMCases(t *testing.T) {
 		t.Errorf("no program: %v", got)
 	}
 }
+
+// TestFailureNotes: a failed case without subtests shows its diagnostics (the DRM program's
+// reasons), without the timing note.
+func TestFailureNotes(t *testing.T) {
+	const doc = "KTAP version 1\n1..2\n# userq_basic: 5 ms\n# userq_basic: open: no such file\nnot ok 1 userq_basic\n# vram_bo: 2 ms\nok 2 vram_bo\n"
+	var b bytes.Buffer
+	printSummary(&b, "drm, no IOMMU", &boot.Result{Report: ktap.Parse(strings.NewReader(doc))})
+	out := b.String()
+	if !strings.Contains(out, "FAIL userq_basic") || !strings.Contains(out, "    | userq_basic: open: no such file\n") ||
+		strings.Contains(out, "| userq_basic: 5 ms") || strings.Contains(out, "| vram_bo") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
