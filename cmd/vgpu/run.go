@@ -43,7 +43,7 @@ func run(args []string) error {
 	fl.Var(&runs, "run", "CMD: run this shell command in the guest after loading the modules (busybox sh); repeatable, in order; each must exit 0")
 	fl.Var(&adds, "add", "HOST[:GUEST]: put a file or folder into the guest's initramfs (default GUEST: /<name>); repeatable")
 	fl.Var(&appends, "append", "ARGS: add kernel parameters (e.g. loglevel=8, dyndbg=...); repeatable")
-	timeout := fl.Duration("timeout", boot.DefaultTimeout, "bound on each guest boot (kernel boot, modules, commands, power-off)")
+	timeout := fl.Duration("timeout", 0, fmt.Sprintf("bound on each guest boot (kernel boot, modules, commands, power-off); default %v, %v for the DRM suite", boot.DefaultTimeout, drmTimeout))
 	console := fl.Bool("console", false, "stream the guest's serial console (with the kernel log) to stderr as it runs")
 	jsonOut := fl.String("json", "", "write the results as JSON to this file")
 	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
@@ -74,7 +74,9 @@ func run(args []string) error {
 		}
 		files = append(files, f)
 	}
-	if *timeout <= 0 {
+	timeoutSet := false
+	fl.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if timeoutSet && *timeout <= 0 {
 		return fmt.Errorf("--timeout %v: want a positive duration", *timeout)
 	}
 	devCfg, err := devFlags()
@@ -202,9 +204,10 @@ func run(args []string) error {
 			if sr.name != "" && len(suites) > 1 {
 				runDir = filepath.Join(dir, sr.name+"-"+strings.ReplaceAll(name, " ", "-"))
 			}
+			bound, extra := suiteBounds(sr.name, *timeout)
 			res, err := boot.Run(ctx, boot.Config{
 				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
-				Dir: runDir, Keep: *keep, Timeout: *timeout, Plan: plan, Append: appends, Console: consoleW,
+				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
 			})
 			if err != nil {
 				return err

@@ -55,7 +55,7 @@ func shortDir(t *testing.T) string {
 // VT-d, and turns every KTAP case of the program into a Go subtest. (The KTAP suite boots in
 // ./ci's TestGuestSuite.)
 func TestDRMSuite(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*drmTimeout+5*time.Minute)
 	defer cancel()
 	q := needQEMU(t, ctx)
 	root := filepath.Join("..", "..")
@@ -74,8 +74,9 @@ func TestDRMSuite(t *testing.T) {
 		iommu bool
 	}{{"no-iommu", false}, {"intel-iommu", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			bound, extra := suiteBounds(images.SuiteDRM, 0)
 			res, err := boot.Run(ctx, boot.Config{QEMU: q, Guest: g, Device: device.DefaultConfig(), IOMMU: tc.iommu,
-				Dir: shortDir(t), Log: lineWriter{t}})
+				Dir: shortDir(t), Log: lineWriter{t}, Timeout: bound, Append: extra})
 			if err != nil {
 				t.Fatal(err)
 			}

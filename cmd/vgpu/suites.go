@@ -182,6 +182,31 @@ func drmInitProblems(init map[string]string) []string {
 	return p
 }
 
+// drmTimeout is the DRM suite's default bound on a boot: its program runs a dozen cases with
+// child processes, hangs that wait for job timeouts and a performance case under TCG.
+const drmTimeout = 15 * time.Minute
+
+// suiteBounds returns a boot's timeout (flag: --timeout, 0 when not given) and the kernel
+// parameters that bound the suite inside the guest: /init gives vgpu-drmtest a minute less
+// than the host gives the boot (vgpu_drmtest_wait), so a stuck program is reported by /init,
+// with what it printed, rather than cut off by the host.
+func suiteBounds(suite string, flag time.Duration) (time.Duration, []string) {
+	if suite != images.SuiteDRM {
+		if flag == 0 {
+			flag = boot.DefaultTimeout
+		}
+		return flag, nil
+	}
+	if flag == 0 {
+		flag = drmTimeout
+	}
+	wait := int((flag - time.Minute) / time.Second)
+	if wait < 30 {
+		wait = 30
+	}
+	return flag, []string{fmt.Sprintf("vgpu_drmtest_wait=%d", wait)}
+}
+
 // judgeSuite adds what boot does not know of a suite to its result.
 func judgeSuite(suite string, res *boot.Result) {
 	if suite == images.SuiteDRM && res.User == nil {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"vgpu/ci/boot"
 	"vgpu/ci/ktap"
@@ -261,5 +262,26 @@ func TestFailureNotes(t *testing.T) {
 	if !strings.Contains(out, "FAIL userq_basic") || !strings.Contains(out, "    | userq_basic: open: no such file\n") ||
 		strings.Contains(out, "| userq_basic: 5 ms") || strings.Contains(out, "| vram_bo") {
 		t.Errorf("summary:\n%s", out)
+	}
+}
+
+func TestSuiteBounds(t *testing.T) {
+	for _, tc := range []struct {
+		suite string
+		flag  time.Duration
+		want  time.Duration
+		extra string
+	}{
+		{"ktap", 0, boot.DefaultTimeout, ""},
+		{"", 0, boot.DefaultTimeout, ""},
+		{"ktap", time.Minute, time.Minute, ""},
+		{"drm", 0, drmTimeout, "vgpu_drmtest_wait=840"},
+		{"drm", 10 * time.Minute, 10 * time.Minute, "vgpu_drmtest_wait=540"},
+		{"drm", time.Minute, time.Minute, "vgpu_drmtest_wait=30"},
+	} {
+		got, extra := suiteBounds(tc.suite, tc.flag)
+		if got != tc.want || strings.Join(extra, " ") != tc.extra {
+			t.Errorf("suiteBounds(%q, %v) = %v %q, want %v %q", tc.suite, tc.flag, got, extra, tc.want, tc.extra)
+		}
 	}
 }
