@@ -74,7 +74,13 @@ func TestDRMSuite(t *testing.T) {
 		iommu bool
 	}{{"no-iommu", false}, {"intel-iommu", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			bound, extra := suiteBounds(images.SuiteDRM, 0)
+			// Within go test's -timeout (10 min by default): each boot gets at most half of
+			// what is left, so a slow run fails with the guest's report, not a panic.
+			limit := drmTimeout
+			if d, ok := t.Deadline(); ok {
+				limit = min(limit, time.Until(d)/2-30*time.Second)
+			}
+			bound, extra := suiteBounds(images.SuiteDRM, max(limit, 2*time.Minute))
 			res, err := boot.Run(ctx, boot.Config{QEMU: q, Guest: g, Device: device.DefaultConfig(), IOMMU: tc.iommu,
 				Dir: shortDir(t), Log: lineWriter{t}, Timeout: bound, Append: extra})
 			if err != nil {
