@@ -60,8 +60,8 @@ type GuestOptions struct {
 	// means FlavourGeneric for it). NoTestModule leaves either out.
 	Suite string
 	// DRMSrc is the DRM driver's folder (the repository's guest/drm; it includes from the
-	// include/ folder beside it). "" → guest/drm of the vgpu module that contains the working
-	// directory.
+	// include/ folder beside it and from guest/*.h, which the build copies with it). "" →
+	// guest/drm of the vgpu module that contains the working directory.
 	DRMSrc string
 	// GoModule is the root of the vgpu Go module (its go.mod) the DRM suite's program is built
 	// in; "" → the module that contains the working directory. DRMTestPackage is the program,
@@ -134,7 +134,8 @@ const GuestCmdlineBase = "console=ttyS0 panic=-1 quiet no_timer_check"
 // Cmdline returns the kernel command line: CmdlineBase, then extra, then
 // vgpu_test_args="<testArgs>" when testArgs is not empty. The kernel hands parameters it does
 // not know to /init as environment variables; /init passes vgpu_test_args to insmod
-// vgpu_test.ko (e.g. "tests=dma,msix timeout_ms=5000"). Other /init switches go into extra:
+// vgpu_test.ko (e.g. "tests=dma,msix timeout_ms=5000"), or in the DRM suite to vgpu-drmtest
+// (e.g. "--tests userq_basic"). Other /init switches go into extra:
 // "vgpu_keep=1" (a shell instead of power-off), "vgpu_wait=N" (seconds), "vgpu_no_test=1".
 func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
 	parts := []string{g.CmdlineBase}
@@ -146,10 +147,13 @@ func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
 }
 
 // Guest provisions the test guest into the cache folder and returns it. With no kernel of your
-// own it downloads the pinned Debian bookworm cloud kernel, its headers and busybox-static
+// own it downloads the pinned Debian bookworm kernel of opts.Flavour (the cloud one by
+// default, the generic one for the DRM suite), its headers and busybox-static
 // (guestPackages; signature-checked through private apt roots) and unpacks them once into
 // guest-kernel-<key>/ and guest-busybox-<key>/, builds the test module from ModuleSrc into
-// guest-module-<key>/ and writes guest-initrd-<key>.cpio. Every key is a hash of what went into
+// guest-module-<key>/ (for the DRM suite: vgpu_drm.ko from DRMSrc there too, the program into
+// guest-prog-<key>/, the kernel's whole module tree into guest-kmods-<key>/) and writes
+// guest-initrd-<key>.cpio. Every key is a hash of what went into
 // the entry, so a second call reuses them without network, and any change (a pinned version,
 // a module source, /init) builds a new entry beside the old. Concurrent callers wait on lock
 // files.
