@@ -292,7 +292,7 @@ var Blocks = []Block{
 }
 
 // Groups holds the enumerated values and layout numbers of the interface.
-var Groups = append(append(baseGroups, memoryGroups...), mesGroups...)
+var Groups = append(append(append(baseGroups, memoryGroups...), mesGroups...), shaderGroups...)
 
 // baseGroups: PCI, BAR, identity and self-test values.
 var baseGroups = []ConstGroup{
@@ -316,7 +316,7 @@ var baseGroups = []ConstGroup{
 		{Name: "MSIX_MAX_VECTORS", Value: 128, Doc: "The MSI-X page has room for this many vectors."},
 	}},
 	{Prefix: "DOORBELL_", Doc: "Doorbell aperture layout.", Consts: []Const{
-		{Name: "SIZE", Value: 0x4000, Doc: "Doorbell BAR size in bytes."},
+		{Name: "SIZE", Value: 0x10000, Doc: "Doorbell BAR size in bytes: 16 pages, so that a driver can give each process a page of its own (amdgpu's doorbell objects) beside its kernel page."},
 		{Name: "STRIDE", Value: 8, Doc: "Bytes per doorbell: each is 64 bits."},
 		{Name: "PER_PAGE", Value: 512, Doc: "Doorbells per 4 KiB page."},
 		{Name: "MODE_TRAP", Value: 0, Doc: "Doorbell BAR is trapped: every write is a vfio-user message."},
@@ -325,7 +325,7 @@ var baseGroups = []ConstGroup{
 	{Prefix: "ID_", Doc: "Identity values.", Consts: []Const{
 		{Name: "MAGIC_VALUE", Value: 0x55504756, Doc: "\"VGPU\" as bytes in memory order."},
 		{Name: "VERSION_MAJOR", Value: 1},
-		{Name: "VERSION_MINOR", Value: 3, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL)."},
+		{Name: "VERSION_MINOR", Value: 4, Doc: "1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512)."},
 	}},
 	{Prefix: "SELFTEST_", Doc: "Self-test DMA status codes and bounds.", Consts: []Const{
 		{Name: "DMA_MAX_LEN", Value: 1 << 20, Doc: "Largest self-test transfer in bytes."},

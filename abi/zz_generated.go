@@ -743,8 +743,8 @@ const (
 	REGS_MSIX_PBA_OFFSET = 0x3f800
 	// REGS_MSIX_MAX_VECTORS The MSI-X page has room for this many vectors.
 	REGS_MSIX_MAX_VECTORS = 0x80
-	// DOORBELL_SIZE Doorbell BAR size in bytes.
-	DOORBELL_SIZE = 0x4000
+	// DOORBELL_SIZE Doorbell BAR size in bytes: 16 pages, so that a driver can give each process a page of its own (amdgpu's doorbell objects) beside its kernel page.
+	DOORBELL_SIZE = 0x10000
 	// DOORBELL_STRIDE Bytes per doorbell: each is 64 bits.
 	DOORBELL_STRIDE = 0x8
 	// DOORBELL_PER_PAGE Doorbells per 4 KiB page.
@@ -756,8 +756,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL).
-	ID_VERSION_MINOR = 0x3
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512).
+	ID_VERSION_MINOR = 0x4
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.
@@ -1834,6 +1834,67 @@ const (
 	IH_SRC_MES_ERROR = 0xf0
 	// IH_SRC_MES_QUEUE_HUNG A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID.
 	IH_SRC_MES_QUEUE_HUNG = 0xf1
+	// IH_SRC_SHADER_TRAP HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0.
+	IH_SRC_SHADER_TRAP = 0xf2
+	// IH_SRC_SHADER_ERROR A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0.
+	IH_SRC_SHADER_ERROR = 0xf3
+	// SHADER_INSN_BYTES Bytes per instruction slot (LD_IMM64 takes two).
+	SHADER_INSN_BYTES = 0x8
+	// SHADER_MAX_INSNS Most instruction slots a program may have: a longer one is SHADER_ERR_PROGRAM_SIZE.
+	SHADER_MAX_INSNS = 0x10000
+	// SHADER_STACK_TOP R10 at entry: the top of the work-item's private stack. The stack window [STACK_TOP-STACK_WINDOW, STACK_TOP) is no GPU memory (GPU virtual addresses have 48 bits).
+	SHADER_STACK_TOP = 0x100000000000000
+	// SHADER_STACK_WINDOW Bytes below STACK_TOP that belong to the stack window: an access there but below the work-item's stack is SHADER_ERR_STACK_OVERFLOW.
+	SHADER_STACK_WINDOW = 0x100000000
+	// SHADER_STACK_DEFAULT Stack bytes per work-item when the dispatch asks for none (eBPF's own stack size).
+	SHADER_STACK_DEFAULT = 0x200
+	// SHADER_STACK_MAX Most stack bytes per work-item.
+	SHADER_STACK_MAX = 0x10000
+	// SHADER_REG_ARGS R1 at entry: the kernel-argument pointer (COMPUTE_USER_DATA_0/1, a GPU virtual address).
+	SHADER_REG_ARGS = 0x1
+	// SHADER_REG_GLOBAL_X R2 at entry: the work-item's global id in X (group id × group size + local id).
+	SHADER_REG_GLOBAL_X = 0x2
+	// SHADER_REG_GLOBAL_Y R3 at entry: global id in Y.
+	SHADER_REG_GLOBAL_Y = 0x3
+	// SHADER_REG_GLOBAL_Z R4 at entry: global id in Z.
+	SHADER_REG_GLOBAL_Z = 0x4
+	// SHADER_REG_LOCAL_LINEAR R5 at entry: the work-item's linear index inside its workgroup (x + y·sx + z·sx·sy).
+	SHADER_REG_LOCAL_LINEAR = 0x5
+	// SHADER_HELPER_GLOBAL_ID R0 = global id in dimension R1 (0..2).
+	SHADER_HELPER_GLOBAL_ID = 0x1
+	// SHADER_HELPER_LOCAL_ID R0 = local id in dimension R1.
+	SHADER_HELPER_LOCAL_ID = 0x2
+	// SHADER_HELPER_GROUP_ID R0 = workgroup id in dimension R1.
+	SHADER_HELPER_GROUP_ID = 0x3
+	// SHADER_HELPER_LOCAL_SIZE R0 = workgroup size in dimension R1.
+	SHADER_HELPER_LOCAL_SIZE = 0x4
+	// SHADER_HELPER_NUM_GROUPS R0 = number of workgroups in dimension R1.
+	SHADER_HELPER_NUM_GROUPS = 0x5
+	// SHADER_HELPER_BARRIER Workgroup barrier: the work-item waits until every work-item of its workgroup reached a barrier (or exited). R0 = 0.
+	SHADER_HELPER_BARRIER = 0x6
+	// SHADER_HELPER_TRAP Raises IH_SRC_SHADER_TRAP with code R1 and the program counter; the work-item continues. R0 = 0.
+	SHADER_HELPER_TRAP = 0x7
+	// SHADER_HELPER_SLEEP The work-item sleeps at least R1 ns (at most SHADER_SLEEP_MAX); other work runs meanwhile. R0 = 0.
+	SHADER_HELPER_SLEEP = 0x8
+	// SHADER_HELPER_SLEEP_MAX Longest SLEEP in ns (1 ms): a longer request sleeps this long.
+	SHADER_HELPER_SLEEP_MAX = 0xf4240
+	SHADER_ERR_NONE         = 0x0
+	// SHADER_ERR_ILLEGAL_INSTRUCTION An opcode the ISA does not have (packet access, map loads, BPF-to-BPF calls, unknown classes), a reserved field set, or a write to R10.
+	SHADER_ERR_ILLEGAL_INSTRUCTION = 0x1
+	// SHADER_ERR_JUMP_OUT_OF_RANGE A jump whose target is outside the program or inside an LD_IMM64, or control falling off the end.
+	SHADER_ERR_JUMP_OUT_OF_RANGE = 0x2
+	// SHADER_ERR_STACK_OVERFLOW An access in the stack window below the work-item's stack (or reaching past STACK_TOP).
+	SHADER_ERR_STACK_OVERFLOW = 0x3
+	// SHADER_ERR_MISALIGNED A load, store or atomic whose address is not a multiple of its size.
+	SHADER_ERR_MISALIGNED = 0x4
+	// SHADER_ERR_BAD_HELPER A CALL to a helper id that does not exist, or a helper argument out of range (a dimension > 2).
+	SHADER_ERR_BAD_HELPER = 0x5
+	// SHADER_ERR_MEMORY_FAULT A load, store or atomic the memory path refused (translation or permission fault without retry, or a failed access).
+	SHADER_ERR_MEMORY_FAULT = 0x6
+	// SHADER_ERR_PROGRAM_SIZE The program is empty or longer than SHADER_MAX_INSNS.
+	SHADER_ERR_PROGRAM_SIZE = 0x7
+	// SHADER_ERR_PROGRAM_FETCH The program could not be read from its GPU address (a fault on the fetch).
+	SHADER_ERR_PROGRAM_FETCH = 0x8
 )
 
 // RegisterNames maps a register's byte offset to its name, for logs and diagnostics.

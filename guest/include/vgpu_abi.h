@@ -742,8 +742,8 @@
 #define VGPU_REGS_MSIX_PBA_OFFSET 0x3f800ULL
 /* The MSI-X page has room for this many vectors. */
 #define VGPU_REGS_MSIX_MAX_VECTORS 0x80ULL
-/* Doorbell BAR size in bytes. */
-#define VGPU_DOORBELL_SIZE 0x4000ULL
+/* Doorbell BAR size in bytes: 16 pages, so that a driver can give each process a page of its own (amdgpu's doorbell objects) beside its kernel page. */
+#define VGPU_DOORBELL_SIZE 0x10000ULL
 /* Bytes per doorbell: each is 64 bits. */
 #define VGPU_DOORBELL_STRIDE 0x8ULL
 /* Doorbells per 4 KiB page. */
@@ -755,8 +755,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). */
-#define VGPU_ID_VERSION_MINOR 0x3ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). */
+#define VGPU_ID_VERSION_MINOR 0x4ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
@@ -1833,6 +1833,67 @@
 #define VGPU_IH_SRC_MES_ERROR 0xf0ULL
 /* A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID. */
 #define VGPU_IH_SRC_MES_QUEUE_HUNG 0xf1ULL
+/* HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0. */
+#define VGPU_IH_SRC_SHADER_TRAP 0xf2ULL
+/* A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0. */
+#define VGPU_IH_SRC_SHADER_ERROR 0xf3ULL
+/* Bytes per instruction slot (LD_IMM64 takes two). */
+#define VGPU_SHADER_INSN_BYTES 0x8ULL
+/* Most instruction slots a program may have: a longer one is SHADER_ERR_PROGRAM_SIZE. */
+#define VGPU_SHADER_MAX_INSNS 0x10000ULL
+/* R10 at entry: the top of the work-item's private stack. The stack window [STACK_TOP-STACK_WINDOW, STACK_TOP) is no GPU memory (GPU virtual addresses have 48 bits). */
+#define VGPU_SHADER_STACK_TOP 0x100000000000000ULL
+/* Bytes below STACK_TOP that belong to the stack window: an access there but below the work-item's stack is SHADER_ERR_STACK_OVERFLOW. */
+#define VGPU_SHADER_STACK_WINDOW 0x100000000ULL
+/* Stack bytes per work-item when the dispatch asks for none (eBPF's own stack size). */
+#define VGPU_SHADER_STACK_DEFAULT 0x200ULL
+/* Most stack bytes per work-item. */
+#define VGPU_SHADER_STACK_MAX 0x10000ULL
+/* R1 at entry: the kernel-argument pointer (COMPUTE_USER_DATA_0/1, a GPU virtual address). */
+#define VGPU_SHADER_REG_ARGS 0x1ULL
+/* R2 at entry: the work-item's global id in X (group id × group size + local id). */
+#define VGPU_SHADER_REG_GLOBAL_X 0x2ULL
+/* R3 at entry: global id in Y. */
+#define VGPU_SHADER_REG_GLOBAL_Y 0x3ULL
+/* R4 at entry: global id in Z. */
+#define VGPU_SHADER_REG_GLOBAL_Z 0x4ULL
+/* R5 at entry: the work-item's linear index inside its workgroup (x + y·sx + z·sx·sy). */
+#define VGPU_SHADER_REG_LOCAL_LINEAR 0x5ULL
+/* R0 = global id in dimension R1 (0..2). */
+#define VGPU_SHADER_HELPER_GLOBAL_ID 0x1ULL
+/* R0 = local id in dimension R1. */
+#define VGPU_SHADER_HELPER_LOCAL_ID 0x2ULL
+/* R0 = workgroup id in dimension R1. */
+#define VGPU_SHADER_HELPER_GROUP_ID 0x3ULL
+/* R0 = workgroup size in dimension R1. */
+#define VGPU_SHADER_HELPER_LOCAL_SIZE 0x4ULL
+/* R0 = number of workgroups in dimension R1. */
+#define VGPU_SHADER_HELPER_NUM_GROUPS 0x5ULL
+/* Workgroup barrier: the work-item waits until every work-item of its workgroup reached a barrier (or exited). R0 = 0. */
+#define VGPU_SHADER_HELPER_BARRIER 0x6ULL
+/* Raises IH_SRC_SHADER_TRAP with code R1 and the program counter; the work-item continues. R0 = 0. */
+#define VGPU_SHADER_HELPER_TRAP 0x7ULL
+/* The work-item sleeps at least R1 ns (at most SHADER_SLEEP_MAX); other work runs meanwhile. R0 = 0. */
+#define VGPU_SHADER_HELPER_SLEEP 0x8ULL
+/* Longest SLEEP in ns (1 ms): a longer request sleeps this long. */
+#define VGPU_SHADER_HELPER_SLEEP_MAX 0xf4240ULL
+#define VGPU_SHADER_ERR_NONE 0x0ULL
+/* An opcode the ISA does not have (packet access, map loads, BPF-to-BPF calls, unknown classes), a reserved field set, or a write to R10. */
+#define VGPU_SHADER_ERR_ILLEGAL_INSTRUCTION 0x1ULL
+/* A jump whose target is outside the program or inside an LD_IMM64, or control falling off the end. */
+#define VGPU_SHADER_ERR_JUMP_OUT_OF_RANGE 0x2ULL
+/* An access in the stack window below the work-item's stack (or reaching past STACK_TOP). */
+#define VGPU_SHADER_ERR_STACK_OVERFLOW 0x3ULL
+/* A load, store or atomic whose address is not a multiple of its size. */
+#define VGPU_SHADER_ERR_MISALIGNED 0x4ULL
+/* A CALL to a helper id that does not exist, or a helper argument out of range (a dimension > 2). */
+#define VGPU_SHADER_ERR_BAD_HELPER 0x5ULL
+/* A load, store or atomic the memory path refused (translation or permission fault without retry, or a failed access). */
+#define VGPU_SHADER_ERR_MEMORY_FAULT 0x6ULL
+/* The program is empty or longer than SHADER_MAX_INSNS. */
+#define VGPU_SHADER_ERR_PROGRAM_SIZE 0x7ULL
+/* The program could not be read from its GPU address (a fault on the fetch). */
+#define VGPU_SHADER_ERR_PROGRAM_FETCH 0x8ULL
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))

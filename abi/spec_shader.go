@@ -1,0 +1,48 @@
+package abi
+
+// The shader ISA: eBPF instructions as the Linux BPF ABI encodes them (8-byte little-endian
+// slots, LD_IMM64 taking two), run per work-item on the compute units. What eBPF leaves to its
+// host — the entry state, the helper calls, where the stack lives, and the errors that end a
+// dispatch — is vgpu's, defined here and specified in docs/shader.md.
+
+var shaderGroups = []ConstGroup{
+	{Prefix: "IH_SRC_SHADER_", Doc: "Shader interrupts (IH_CLIENT_GRBM_CP; vgpu's source ids). DW0 ring id and VMID, DW3 PASID as for every IV.", Consts: consts(
+		c("TRAP", 0xF2, "HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0."),
+		c("ERROR", 0xF3, "A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0."),
+	)},
+	{Prefix: "SHADER_", Doc: "Shader execution: entry state, stack window and limits (docs/shader.md).", Consts: consts(
+		c("INSN_BYTES", 8, "Bytes per instruction slot (LD_IMM64 takes two)."),
+		c("MAX_INSNS", 65536, "Most instruction slots a program may have: a longer one is SHADER_ERR_PROGRAM_SIZE."),
+		c("STACK_TOP", 1<<56, "R10 at entry: the top of the work-item's private stack. The stack window [STACK_TOP-STACK_WINDOW, STACK_TOP) is no GPU memory (GPU virtual addresses have 48 bits)."),
+		c("STACK_WINDOW", 1<<32, "Bytes below STACK_TOP that belong to the stack window: an access there but below the work-item's stack is SHADER_ERR_STACK_OVERFLOW."),
+		c("STACK_DEFAULT", 512, "Stack bytes per work-item when the dispatch asks for none (eBPF's own stack size)."),
+		c("STACK_MAX", 65536, "Most stack bytes per work-item."),
+		c("REG_ARGS", 1, "R1 at entry: the kernel-argument pointer (COMPUTE_USER_DATA_0/1, a GPU virtual address)."),
+		c("REG_GLOBAL_X", 2, "R2 at entry: the work-item's global id in X (group id × group size + local id)."),
+		c("REG_GLOBAL_Y", 3, "R3 at entry: global id in Y."),
+		c("REG_GLOBAL_Z", 4, "R4 at entry: global id in Z."),
+		c("REG_LOCAL_LINEAR", 5, "R5 at entry: the work-item's linear index inside its workgroup (x + y·sx + z·sx·sy)."),
+	)},
+	{Prefix: "SHADER_HELPER_", Doc: "Helper calls (eBPF CALL imm): argument in R1, result in R0; R1-R5 keep their values (unlike Linux's convention), so a call clobbers only R0.", Consts: consts(
+		c("GLOBAL_ID", 1, "R0 = global id in dimension R1 (0..2)."),
+		c("LOCAL_ID", 2, "R0 = local id in dimension R1."),
+		c("GROUP_ID", 3, "R0 = workgroup id in dimension R1."),
+		c("LOCAL_SIZE", 4, "R0 = workgroup size in dimension R1."),
+		c("NUM_GROUPS", 5, "R0 = number of workgroups in dimension R1."),
+		c("BARRIER", 6, "Workgroup barrier: the work-item waits until every work-item of its workgroup reached a barrier (or exited). R0 = 0."),
+		c("TRAP", 7, "Raises IH_SRC_SHADER_TRAP with code R1 and the program counter; the work-item continues. R0 = 0."),
+		c("SLEEP", 8, "The work-item sleeps at least R1 ns (at most SHADER_SLEEP_MAX); other work runs meanwhile. R0 = 0."),
+		c("SLEEP_MAX", 1000000, "Longest SLEEP in ns (1 ms): a longer request sleeps this long."),
+	)},
+	{Prefix: "SHADER_ERR_", Doc: "Why a shader ended its dispatch (IH_SRC_SHADER_ERROR DW4).", Consts: consts(
+		c("NONE", 0, ""),
+		c("ILLEGAL_INSTRUCTION", 1, "An opcode the ISA does not have (packet access, map loads, BPF-to-BPF calls, unknown classes), a reserved field set, or a write to R10."),
+		c("JUMP_OUT_OF_RANGE", 2, "A jump whose target is outside the program or inside an LD_IMM64, or control falling off the end."),
+		c("STACK_OVERFLOW", 3, "An access in the stack window below the work-item's stack (or reaching past STACK_TOP)."),
+		c("MISALIGNED", 4, "A load, store or atomic whose address is not a multiple of its size."),
+		c("BAD_HELPER", 5, "A CALL to a helper id that does not exist, or a helper argument out of range (a dimension > 2)."),
+		c("MEMORY_FAULT", 6, "A load, store or atomic the memory path refused (translation or permission fault without retry, or a failed access)."),
+		c("PROGRAM_SIZE", 7, "The program is empty or longer than SHADER_MAX_INSNS."),
+		c("PROGRAM_FETCH", 8, "The program could not be read from its GPU address (a fault on the fetch)."),
+	)},
+}
