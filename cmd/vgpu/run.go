@@ -218,13 +218,7 @@ func run(args []string) error {
 			} else {
 				printSuiteSummary(os.Stdout, sr.name, name, res)
 			}
-			jb := jsonBootOf(name, res)
-			jb.Suite = sr.name
-			if sr.name == images.SuiteDRM {
-				jb.KTAP[0].Source = "vgpu-drmtest"
-				jb.Perf, _ = parsePerf(res.Report)
-			}
-			report.Boots = append(report.Boots, jb)
+			report.Boots = append(report.Boots, suiteJSON(sr.name, name, res))
 			outcomes = append(outcomes, bootOutcome{sr.name, name, res})
 			if res.Failed() {
 				failed = true

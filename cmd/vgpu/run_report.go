@@ -243,6 +243,18 @@ func jsonBootOf(name string, res *boot.Result) jsonBoot {
 	return b
 }
 
+// suiteJSON is a boot's --json record with its suite: the DRM suite's KTAP is vgpu-drmtest's,
+// and its perf figures are listed.
+func suiteJSON(suite, name string, res *boot.Result) jsonBoot {
+	jb := jsonBootOf(name, res)
+	jb.Suite = suite
+	if suite == "drm" && res.User == nil && len(jb.KTAP) > 0 {
+		jb.KTAP[0].Source = "vgpu-drmtest"
+		jb.Perf, _ = parsePerf(res.Report)
+	}
+	return jb
+}
+
 func jsonKTAPOf(source string, rep *ktap.Report) jsonKTAP {
 	k := jsonKTAP{Source: source, Cases: []jsonCase{}, Problems: rep.Problems}
 	var walk func([]*ktap.Test, string)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -283,5 +284,26 @@ func TestSuiteBounds(t *testing.T) {
 		if got != tc.want || strings.Join(extra, " ") != tc.extra {
 			t.Errorf("suiteBounds(%q, %v) = %v %q, want %v %q", tc.suite, tc.flag, got, extra, tc.want, tc.extra)
 		}
+	}
+}
+
+// TestSuiteJSON: the DRM suite's boot in --json names its suite, its KTAP's source and its
+// figures; the KTAP suite's is as it was.
+func TestSuiteJSON(t *testing.T) {
+	res := &boot.Result{Report: ktap.Parse(strings.NewReader(drmKTAP))}
+	jb := suiteJSON(images.SuiteDRM, "no IOMMU", res)
+	if jb.Suite != "drm" || len(jb.KTAP) != 1 || jb.KTAP[0].Source != "vgpu-drmtest" || len(jb.Perf) != 7 {
+		t.Fatalf("%+v", jb)
+	}
+	if c := jb.KTAP[0].Cases; len(c) != 4 || c[1].Name != "kernel_queue" || c[2].Name != "kernel_queue/submit" || c[3].Result != "skip" {
+		t.Errorf("cases %+v", c)
+	}
+	b, err := json.Marshal(jb)
+	if err != nil || !strings.Contains(string(b), `"perf":[{"name":"kq_jobs_per_s","value":5000,"unit":"jobs/s","case":"kernel_queue/submit"}`) {
+		t.Errorf("json %s %v", b, err)
+	}
+	k := suiteJSON(images.SuiteKTAP, "no IOMMU", res)
+	if k.Suite != "ktap" || k.KTAP[0].Source != "vgpu_test" || k.Perf != nil {
+		t.Errorf("ktap %+v", k)
 	}
 }
