@@ -11,8 +11,8 @@ import (
 
 	"vgpu/abi"
 	"vgpu/bars"
-	"vgpu/cp/cptest"
 	"vgpu/device"
+	"vgpu/pm4"
 	"vgpu/vfiouser"
 	"vgpu/vfiouser/vfiousertest"
 )
@@ -341,4 +341,4 @@ func (r *Rig) Close() error {
 }
 
 // fence is the packet a job ends with: amdgpu's end-of-pipe fence with an interrupt.
-func fence(seq uint32, irq bool) []uint32 { return cptest.Fence(FenceGPU(), seq, seq, irq) }
+func fence(seq uint32, irq bool) []uint32 { return pm4.Fence(FenceGPU(), seq, seq, irq) }

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The IH ring and the interrupt dispatcher (ih.c).
+ *
+ * One MSI-X vector (VGPU_IH_VECTOR) says "new IVs in the IH ring". Its handler decodes them in
+ * interrupt context, as amdgpu_ih_process does, and hands each to the part it belongs to:
+ *
+ *  - end-of-pipe IVs of the kernel queue's slot → vgpu_kq_irq() (kq.c): job fences;
+ *  - other end-of-pipe IVs (user queues MES maps anywhere; DW4 is the queue's doorbell offset
+ *    for PROTECTED_FENCE_SIGNAL, as gfx_v11_0_eop_irq reads it) → vgpu_userq_irq_eop();
+ *  - MES_QUEUE_HUNG → vgpu_userq_irq_hung(); CP errors of a user slot → vgpu_userq_irq_error();
+ *  - VM faults → a rate-limited log line, per-device counters, and vgpu_userq_irq_vm_fault();
+ *  - MES errors → counted here, shown by vgpu_mes.
+ */
+#ifndef VGPU_DRM_IH_H
+#define VGPU_DRM_IH_H
+
+#include <linux/spinlock.h>
+#include <linux/types.h>
+
+#define VGPU_IH_BYTES		SZ_256K	/* 8192 IVs: the device's largest ring, as amdgpu */
+
+struct vgpu_dev;
+struct vgpu_kbo;
+
+/* The last VM fault, as gmc_v11_0_process_interrupt decodes it. */
+struct vgpu_ih_fault {
+	u64 addr;
+	u32 status;		/* DW7 */
+	u32 flags;		/* DW5: EXE, WRITE, READ, RETRY */
+	u16 pasid;
+	u8 vmid;
+};
+
+struct vgpu_ih {
+	spinlock_t lock;	/* everything below; taken by the vector's handler */
+	bool enabled;
+	struct vgpu_kbo *ring;
+	struct vgpu_kbo *wb;	/* the written-back wptr */
+	u32 mask;
+	u32 rptr;		/* bytes */
+	u32 cntl;
+	/* Counters for debugfs. */
+	u64 ivs;
+	u32 overflows;
+	u32 unknown;
+	u32 vm_faults;
+	struct vgpu_ih_fault last_fault;
+	u32 mes_errors;
+	u32 mes_err_data[4];	/* DW4..7 of the last: reason, opcode, ring offset, doorbell */
+	u32 mes_hung;
+	u32 cp_errors;
+};
+
+int vgpu_ih_init(struct vgpu_dev *vdev);
+void vgpu_ih_fini(struct vgpu_dev *vdev);
+void vgpu_ih_process(struct vgpu_dev *vdev);
+
+#endif /* VGPU_DRM_IH_H */
