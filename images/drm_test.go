@@ -217,14 +217,16 @@ func TestParentIncludes(t *testing.T) {
 	if tree.makeDir("/b") != "/b/drm" || (moduleTree{src: "/x/guest"}).makeDir("/b") != "/b" {
 		t.Errorf("makeDir")
 	}
-	// The parent's module does not take in its nested one.
+	// The parent's module does not take in its nested one, nor a Go program's folder.
 	put("Kbuild", "obj-m := k.o\n")
+	put("prog/main.go", "package main\n")
+	put("prog/c/include/drm.h", "/* mirrored */")
 	own, err := moduleSources(parent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range own {
-		if strings.HasPrefix(f, "drm/") || strings.HasPrefix(f, "plain/") {
+		if strings.HasPrefix(f, "drm/") || strings.HasPrefix(f, "plain/") || strings.HasPrefix(f, "prog/") {
 			t.Errorf("guest/'s sources include the nested module's %s", f)
 		}
 	}

@@ -51,8 +51,10 @@ func moduleSources(dir string) ([]string, error) {
 			if rel != "." && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
-			if rel != "." && isModuleDir(p) {
-				return filepath.SkipDir // another module (guest/drm in guest/): built on its own
+			if rel != "." && (isModuleDir(p) || isGoPackageDir(p)) {
+				// Another module (guest/drm in guest/), built on its own, or a Go program's
+				// folder (guest/drmtest, with the C headers it mirrors): not this module's.
+				return filepath.SkipDir
 			}
 			return nil
 		}
@@ -75,6 +77,12 @@ func moduleSources(dir string) ([]string, error) {
 func isModuleDir(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "Kbuild"))
 	return err == nil
+}
+
+// isGoPackageDir reports whether dir holds Go files.
+func isGoPackageDir(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	return len(m) > 0
 }
 
 // moduleTree is what a module build copies into its folder: the module's own folder and what
