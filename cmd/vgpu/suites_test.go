@@ -307,3 +307,28 @@ func TestSuiteJSON(t *testing.T) {
 		t.Errorf("ktap %+v", k)
 	}
 }
+
+// TestDRMFiguresProgramNames: the names vgpu-drmtest's perf_userq_vs_kq prints pair up, and its
+// own ratio lines are shown as they are.
+func TestDRMFiguresProgramNames(t *testing.T) {
+	var d []string
+	for _, l := range []string{"userq_jobs_per_s 40000 jobs/s", "kq_jobs_per_s 5000 jobs/s", "userq_latency_median_us 50 us",
+		"userq_latency_p99_us 120 us", "kq_latency_median_us 230 us", "kq_latency_p99_us 1700 us",
+		"userq_vs_kq_jobs_ratio 8 x", "userq_vs_kq_latency_ratio 0.22 x"} {
+		d = append(d, "perf "+l)
+	}
+	figs, problems := parsePerf(&ktap.Report{Diagnostics: d})
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	want := []string{
+		"jobs_per_s             userq 40000 jobs/s, kernel queue 5000 jobs/s: 8.00× (target ≥ 2×)",
+		"latency_median_us      userq 50 us, kernel queue 230 us: 0.22× (target ≤ 0.5×)",
+		"latency_p99_us         userq 120 us, kernel queue 1700 us: 0.07×",
+		"userq_vs_kq_jobs_ratio 8 x",
+		"userq_vs_kq_latency_ratio 0.22 x",
+	}
+	if got := drmFigureLines(figs); !reflect.DeepEqual(got, want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
