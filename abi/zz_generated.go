@@ -29,6 +29,8 @@ const (
 	REG_ID_MSIX_VECTORS = 0x1c
 	// REG_ID_DOORBELL_COUNT RO. Number of 64-bit doorbells in BAR2.
 	REG_ID_DOORBELL_COUNT = 0x20
+	// REG_ID_COMPUTE_UNITS RO. Number of compute units running shader dispatches (a context save area holds at most this many workgroups).
+	REG_ID_COMPUTE_UNITS = 0x24
 	// BLOCK_SELFTEST_BASE Self-test block: proves the interrupt and DMA paths end to end without any engine.
 	BLOCK_SELFTEST_BASE = 0x200
 	BLOCK_SELFTEST_SIZE = 0x100
@@ -756,8 +758,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512).
-	ID_VERSION_MINOR = 0x4
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). 5: shader dispatches (the eBPF ISA, COMPUTE_PGM and friends, DISPATCH_INDIRECT, CP_ERROR_SHADER, ID_COMPUTE_UNITS).
+	ID_VERSION_MINOR = 0x5
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.
@@ -1968,6 +1970,7 @@ var RegisterNames = map[uint32]string{
 	0x18:    "REG_ID_DOORBELL_MODE",
 	0x1c:    "REG_ID_MSIX_VECTORS",
 	0x20:    "REG_ID_DOORBELL_COUNT",
+	0x24:    "REG_ID_COMPUTE_UNITS",
 	0x200:   "REG_SELFTEST_IRQ",
 	0x204:   "REG_SELFTEST_IRQ_ERRORS",
 	0x208:   "REG_SELFTEST_INTX_ACK",

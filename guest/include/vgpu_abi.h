@@ -28,6 +28,8 @@
 #define VGPU_REG_ID_MSIX_VECTORS 0x1cULL
 /* RO. Number of 64-bit doorbells in BAR2. */
 #define VGPU_REG_ID_DOORBELL_COUNT 0x20ULL
+/* RO. Number of compute units running shader dispatches (a context save area holds at most this many workgroups). */
+#define VGPU_REG_ID_COMPUTE_UNITS 0x24ULL
 /* Self-test block: proves the interrupt and DMA paths end to end without any engine. */
 #define VGPU_BLOCK_SELFTEST_BASE 0x200ULL
 #define VGPU_BLOCK_SELFTEST_SIZE 0x100ULL
@@ -755,8 +757,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). */
-#define VGPU_ID_VERSION_MINOR 0x4ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). 5: shader dispatches (the eBPF ISA, COMPUTE_PGM and friends, DISPATCH_INDIRECT, CP_ERROR_SHADER, ID_COMPUTE_UNITS). */
+#define VGPU_ID_VERSION_MINOR 0x5ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
