@@ -1339,8 +1339,10 @@ const (
 	CP_ERROR_RING_CONFIG = 0x9
 	// CP_ERROR_SHADER A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction.
 	CP_ERROR_SHADER = 0xa
-	L2_LINE_BYTES   = 0x80
-	L2_EVENT_NONE   = 0x0
+	// CP_ERROR_CONTEXT_SAVE A MES preemption could not save a queue's shader dispatches to its context save area, or a map could not restore them (docs/shader.md): ERROR_INFO a SHADER_CSA_ERR_* reason, ERROR_ADDR the CSA (or program) address concerned.
+	CP_ERROR_CONTEXT_SAVE = 0xb
+	L2_LINE_BYTES         = 0x80
+	L2_EVENT_NONE         = 0x0
 	// L2_EVENT_STALE_READ An engine read a cached line older than memory.
 	L2_EVENT_STALE_READ = 0x1
 	// L2_EVENT_DIRTY_FENCE A fence was written while the queue's data was still only in L2.
@@ -1957,6 +1959,18 @@ const (
 	SHADER_CSA_GROUP_BYTES = 0x8
 	// SHADER_CSA_ITEM_BYTES Per work-item, before its stack.
 	SHADER_CSA_ITEM_BYTES = 0x68
+	// SHADER_CSA_ERR_TOO_SMALL The MQD's CP_HQD_CTX_SAVE_SIZE is smaller than the dispatches in flight need (ERROR_ADDR: the CSA base).
+	SHADER_CSA_ERR_TOO_SMALL = 0x1
+	// SHADER_CSA_ERR_FAULT A write or read of the context save area failed (ERROR_ADDR: the address).
+	SHADER_CSA_ERR_FAULT = 0x2
+	// SHADER_CSA_ERR_CORRUPT The saved state read back does not decode or does not fit its dispatch (ERROR_ADDR: its address in the CSA).
+	SHADER_CSA_ERR_CORRUPT = 0x3
+	// SHADER_CSA_ERR_PROGRAM_CHANGED The program of a preempted dispatch changed while the queue was unmapped (ERROR_ADDR: COMPUTE_PGM).
+	SHADER_CSA_ERR_PROGRAM_CHANGED = 0x4
+	// SHADER_CSA_ERR_TIMEOUT The compute units did not stop the dispatch within the preemption bound.
+	SHADER_CSA_ERR_TIMEOUT = 0x5
+	// SHADER_CSA_ERR_TOO_MANY More dispatches in flight than a context save may hold (cp.MaxSavedDispatches).
+	SHADER_CSA_ERR_TOO_MANY = 0x6
 )
 
 // RegisterNames maps a register's byte offset to its name, for logs and diagnostics.

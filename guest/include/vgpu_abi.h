@@ -1338,6 +1338,8 @@
 #define VGPU_CP_ERROR_RING_CONFIG 0x9ULL
 /* A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction. */
 #define VGPU_CP_ERROR_SHADER 0xaULL
+/* A MES preemption could not save a queue's shader dispatches to its context save area, or a map could not restore them (docs/shader.md): ERROR_INFO a SHADER_CSA_ERR_* reason, ERROR_ADDR the CSA (or program) address concerned. */
+#define VGPU_CP_ERROR_CONTEXT_SAVE 0xbULL
 #define VGPU_L2_LINE_BYTES 0x80ULL
 #define VGPU_L2_EVENT_NONE 0x0ULL
 /* An engine read a cached line older than memory. */
@@ -1956,6 +1958,18 @@
 #define VGPU_SHADER_CSA_GROUP_BYTES 0x8ULL
 /* Per work-item, before its stack. */
 #define VGPU_SHADER_CSA_ITEM_BYTES 0x68ULL
+/* The MQD's CP_HQD_CTX_SAVE_SIZE is smaller than the dispatches in flight need (ERROR_ADDR: the CSA base). */
+#define VGPU_SHADER_CSA_ERR_TOO_SMALL 0x1ULL
+/* A write or read of the context save area failed (ERROR_ADDR: the address). */
+#define VGPU_SHADER_CSA_ERR_FAULT 0x2ULL
+/* The saved state read back does not decode or does not fit its dispatch (ERROR_ADDR: its address in the CSA). */
+#define VGPU_SHADER_CSA_ERR_CORRUPT 0x3ULL
+/* The program of a preempted dispatch changed while the queue was unmapped (ERROR_ADDR: COMPUTE_PGM). */
+#define VGPU_SHADER_CSA_ERR_PROGRAM_CHANGED 0x4ULL
+/* The compute units did not stop the dispatch within the preemption bound. */
+#define VGPU_SHADER_CSA_ERR_TIMEOUT 0x5ULL
+/* More dispatches in flight than a context save may hold (cp.MaxSavedDispatches). */
+#define VGPU_SHADER_CSA_ERR_TOO_MANY 0x6ULL
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
