@@ -118,6 +118,11 @@ func (q *queue) csaAccess() engine.Access {
 // queue's first packet (inside a turn).
 func (q *queue) restoreShaders() error {
 	pool := q.c.compute
+	if pool != nil {
+		// A workgroup may continue on another CU: none may read what its L0 held of the
+		// memory the workgroup wrote elsewhere meanwhile.
+		pool.InvalidateL0()
+	}
 	for len(q.restore) > 0 {
 		d := q.restore[0]
 		if pool == nil {
