@@ -1800,8 +1800,10 @@
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO 0xa5ULL
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI 0xa6ULL
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_CONTROL 0xa7ULL
+/* The queue's context save area, a GPU address in the process's VMID: an unmap writes the state of the shader dispatches in flight there (SHADER_CSA_*, one after the other, oldest first), a map reads it back (docs/shader.md). */
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO 0xabULL
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI 0xacULL
+/* Its size in bytes (0: none; an unmap with a dispatch in flight then halts the queue with CP_ERROR_CONTEXT_SAVE, SHADER_CSA_ERR_TOO_SMALL). */
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE 0xb1ULL
 /* Saved: the CP_ERROR_* of a queue that halted. */
 #define VGPU_MES_MQD_DW_CP_HQD_ERROR 0xb3ULL
@@ -1860,6 +1862,30 @@
 #define VGPU_MES_CTX_DW_PREEMPTS 0x2aULL
 #define VGPU_MES_CTX_DW_RPTR_LO 0x2bULL
 #define VGPU_MES_CTX_DW_RPTR_HI 0x2cULL
+/* Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from), so the record is for the driver to read, never read back. */
+#define VGPU_MES_CTX_DW_DISPATCHES 0x2dULL
+/* The oldest saved dispatch: COMPUTE_PGM (a byte address). */
+#define VGPU_MES_CTX_DW_DISPATCH_PGM_LO 0x2eULL
+#define VGPU_MES_CTX_DW_DISPATCH_PGM_HI 0x2fULL
+/* Its program's instruction slots. */
+#define VGPU_MES_CTX_DW_DISPATCH_SLOTS 0x30ULL
+/* 3 dwords: its grid (workgroups in X, Y, Z). */
+#define VGPU_MES_CTX_DW_DISPATCH_GROUPS 0x31ULL
+/* 3 dwords: COMPUTE_NUM_THREAD_X/Y/Z. */
+#define VGPU_MES_CTX_DW_DISPATCH_GROUP_SIZE 0x34ULL
+/* 3 dwords: COMPUTE_START_X/Y/Z. */
+#define VGPU_MES_CTX_DW_DISPATCH_START 0x37ULL
+/* COMPUTE_TMPRING_SIZE (stack bytes per work-item; 0: SHADER_STACK_DEFAULT). */
+#define VGPU_MES_CTX_DW_DISPATCH_STACK 0x3aULL
+/* Its argument pointer (COMPUTE_USER_DATA_0/1). */
+#define VGPU_MES_CTX_DW_DISPATCH_ARGS_LO 0x3bULL
+#define VGPU_MES_CTX_DW_DISPATCH_ARGS_HI 0x3cULL
+/* The VMID it ran in. */
+#define VGPU_MES_CTX_DW_DISPATCH_VMID 0x3dULL
+/* Where its saved state starts in the context save area (bytes). */
+#define VGPU_MES_CTX_DW_DISPATCH_CSA_OFFSET 0x3eULL
+/* Its saved state's size (SHADER_CSA_HEADER_BYTES and its workgroups). */
+#define VGPU_MES_CTX_DW_DISPATCH_CSA_BYTES 0x3fULL
 /* One record: queue i of a gang (in ADD_QUEUE order, reusing freed records) has its record at gang_context_addr + i*256; a gang has at most 8 queues, so MES writes only the first 2 KiB of the page. */
 #define VGPU_MES_CTX_BYTES 0x100ULL
 #define VGPU_PM4_PROTECTED_FENCE_DWORDS 0x2ULL
