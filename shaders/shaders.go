@@ -17,7 +17,7 @@ type Shader struct {
 
 // All is every shader, in the header's order.
 func All() []Shader {
-	return []Shader{VectorAdd(), AtomicSum(), IDs2D()}
+	return []Shader{VectorAdd(), AtomicSum(), IDs2D(), SpinSum()}
 }
 
 // VectorAdd: out[i] = a[i] + b[i] for 32-bit elements, i the global id in X.
@@ -94,4 +94,29 @@ func IDs2D() Shader {
 	)
 	return Shader{Name: "ids_2d", Doc: "out[y*width + x] = x | y << 16 | group id X << 24 (u32), through the id helpers.",
 		Args: []string{"out"}, Insns: in}
+}
+
+// SpinSum: a long shader for preemption: x = 0, then loops times x += i+1; out[i] = x (u64),
+// i the global id in X. loops = 2^64-1 is an endless shader (a preemptible one: it stops
+// between any two instructions).
+func SpinSum() Shader {
+	return Shader{
+		Name: "spin_sum", Doc: "out[i] (u64) = loops * (i+1), by loops additions, i = the global id in X (a long or endless shader).",
+		Args: []string{"out", "loops"},
+		Insns: asm.Instructions{
+			asm.Mov.Reg(asm.R6, asm.R2),
+			asm.Add.Imm(asm.R6, 1),
+			asm.LoadMem(asm.R3, asm.R1, 8, asm.DWord),
+			asm.Mov.Imm(asm.R4, 0),
+			asm.JEq.Imm(asm.R3, 0, "done").WithSymbol("spin"),
+			asm.Add.Reg(asm.R4, asm.R6),
+			asm.Sub.Imm(asm.R3, 1),
+			asm.Ja.Label("spin"),
+			asm.LoadMem(asm.R5, asm.R1, 0, asm.DWord).WithSymbol("done"),
+			asm.LSh.Imm(asm.R2, 3),
+			asm.Add.Reg(asm.R5, asm.R2),
+			asm.StoreMem(asm.R5, 0, asm.R4, asm.DWord),
+			asm.Return(),
+		},
+	}
 }

@@ -104,6 +104,18 @@ func TestShadersCompute(t *testing.T) {
 	if got, _ := mem.Load(sum, 8); got != want {
 		t.Fatalf("atomic_sum %d, want %d", got, want)
 	}
+	// spin_sum: 1000 additions per work-item.
+	const spin = base + 0x2000
+	mem.Store(args, 8, spin)
+	mem.Store(args+8, 8, 1000)
+	for i := range uint64(8) {
+		run(SpinSum(), one(i, 0, [3]uint64{8, 1, 1}, [3]uint64{1, 1, 1}))
+	}
+	for i := range uint64(8) {
+		if got, _ := mem.Load(spin+8*i, 8); got != 1000*(i+1) {
+			t.Fatalf("spin_sum out[%d] = %d, want %d", i, got, 1000*(i+1))
+		}
+	}
 	// ids_2d on a 8×4 grid of 4×2 workgroups.
 	const ids = base + 0x1000
 	mem.Store(args, 8, ids)
