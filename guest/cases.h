@@ -66,6 +66,10 @@ enum vt_res t_mes_fairness(struct vt_case *t);
 enum vt_res t_mes_suspend_resume(struct vt_case *t);
 enum vt_res t_mes_vmid_oversubscribe(struct vt_case *t);
 
+/* t_shader_preempt.c */
+enum vt_res t_shader_preempt(struct vt_case *t);
+enum vt_res t_shader_endless(struct vt_case *t);
+
 /* t_mes_hang.c */
 enum vt_res t_mes_hang(struct vt_case *t);
 

@@ -102,6 +102,8 @@ static const struct vt_def {
 	{ "shader_atomics", t_shader_atomics },
 	{ "shader_ids_2d", t_shader_ids_2d },
 	{ "shader_bad", t_shader_bad },
+	{ "shader_preempt", t_shader_preempt },
+	{ "shader_endless", t_shader_endless },
 };
 
 /*
