@@ -142,3 +142,22 @@ func BenchmarkMESPriorityLatency(b *testing.B) {
 		b.ReportMetric(rs[1].Base, "idle-p99-µs")
 	}
 }
+
+func TestShaderPreemptLatency(t *testing.T) {
+	r, err := ShaderPreemptLatency(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logResults(t, r)
+}
+
+func BenchmarkShaderPreemptLatency(b *testing.B) {
+	for range b.N {
+		r, err := ShaderPreemptLatency(11)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.Value, "µs/preempt")
+		b.ReportMetric(r.Base, "µs/baseline")
+	}
+}

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"vgpu/abi"
@@ -89,6 +90,12 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 		var retry <-chan struct{}
 		now := time.Time{}
 		for i := range n {
+			if r.stopFlag.Load() {
+				// Between two work-items' turns: a stop waits for one budget of one
+				// work-item, not for the whole workgroup's round (items before i have
+				// had this round's turn, the others not: either state resumes).
+				return c.stopped(r, w)
+			}
 			s := &c.state[i]
 			switch s.kind {
 			case abi.SHADER_ITEM_EXITED:
@@ -158,6 +165,7 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 			// Let another CU have this execution turn between rounds: an endless
 			// workgroup must not keep every other dispatch waiting.
 			<-c.p.sem
+			runtime.Gosched() // and the CP's goroutines a P: a preemption waits for none
 			c.p.sem <- struct{}{}
 			continue
 		}

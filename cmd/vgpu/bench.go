@@ -48,6 +48,7 @@ func runBench(args []string) error {
 	// nothing in a window, and the others should be measured first.
 	scenarios = append(scenarios,
 		one(func() (bench.Result, error) { return bench.MESSwitch(5) }),
+		one(func() (bench.Result, error) { return bench.ShaderPreemptLatency(21) }),
 		func() ([]bench.Result, error) { return bench.MESPriorityLatency(100, mesRounds(*quick)) },
 		func() ([]bench.Result, error) { return bench.MESOversubscription(time.Second, mesRounds(*quick)) })
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
