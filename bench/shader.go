@@ -174,8 +174,11 @@ func ShaderALU() Scenario {
 	}
 }
 
-// vaddN is the vector add's length (u32 elements).
-const vaddN = 1 << 18
+// vaddN is the vector add's length (u32 elements), in workgroups of vaddGroup.
+const (
+	vaddN     = 1 << 18
+	vaddGroup = 256
+)
 
 // ShaderVectorAdd is the memory-bound vector add (the project's vector_add shader, 256-item
 // workgroups over 256 Ki elements in system memory) beside a Go loop doing the same on the
@@ -185,7 +188,7 @@ func ShaderVectorAdd() Scenario {
 		Name: "shader vector add (256 Ki u32)", Unit: "Melem/s", PerOp: vaddN / 1e6,
 		Baseline: "Go loop on the same memory", Note: "target ≥ 0.25×",
 		Setup: func() (Pair, error) {
-			s, err := newShaderRig(shaders.VectorAdd().Insns, [3]uint32{256, 1, 1}, 3*4*vaddN, 0)
+			s, err := newShaderRig(shaders.VectorAdd().Insns, [3]uint32{vaddGroup, 1, 1}, 3*4*vaddN, 0)
 			if err != nil {
 				return Pair{}, err
 			}
@@ -210,7 +213,7 @@ func ShaderVectorAdd() Scenario {
 			}
 			dev := func(n int, c Clock) error {
 				for range n {
-					if err := s.dispatch(vaddN / 256); err != nil {
+					if err := s.dispatch(vaddN / vaddGroup); err != nil {
 						return err
 					}
 					c.StopTimer()
