@@ -317,4 +317,3 @@ func waveStore(ls []*Lane, in *insn, rm RangeMemory) bool {
 	}
 	return true
 }
-
