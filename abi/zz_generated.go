@@ -29,6 +29,8 @@ const (
 	REG_ID_MSIX_VECTORS = 0x1c
 	// REG_ID_DOORBELL_COUNT RO. Number of 64-bit doorbells in BAR2.
 	REG_ID_DOORBELL_COUNT = 0x20
+	// REG_ID_COMPUTE_UNITS RO. Number of compute units running shader dispatches (a context save area holds at most this many workgroups).
+	REG_ID_COMPUTE_UNITS = 0x24
 	// BLOCK_SELFTEST_BASE Self-test block: proves the interrupt and DMA paths end to end without any engine.
 	BLOCK_SELFTEST_BASE = 0x200
 	BLOCK_SELFTEST_SIZE = 0x100
@@ -756,8 +758,8 @@ const (
 	// ID_MAGIC_VALUE "VGPU" as bytes in memory order.
 	ID_MAGIC_VALUE   = 0x55504756
 	ID_VERSION_MAJOR = 0x1
-	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512).
-	ID_VERSION_MINOR = 0x4
+	// ID_VERSION_MINOR 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). 5: shader dispatches (the eBPF ISA, COMPUTE_PGM and friends, DISPATCH_INDIRECT, CP_ERROR_SHADER, ID_COMPUTE_UNITS).
+	ID_VERSION_MINOR = 0x5
 	// SELFTEST_DMA_MAX_LEN Largest self-test transfer in bytes.
 	SELFTEST_DMA_MAX_LEN = 0x100000
 	// SELFTEST_DMA_STATUS_IDLE No transfer since reset.
@@ -793,20 +795,24 @@ const (
 	PM4_TYPE3         = 0x3
 	PM4_TYPE2         = 0x2
 	PM4_IT_NOP        = 0x10
-	// PM4_IT_DISPATCH_DIRECT Runs a built-in kernel (see KERNEL_*).
+	// PM4_IT_SET_BASE Sets a base address: BASE_INDEX 1 is DISPATCH_INDIRECT's (PM4_SET_BASE_*).
+	PM4_IT_SET_BASE = 0x11
+	// PM4_IT_DISPATCH_DIRECT Runs a dispatch: the shader at COMPUTE_PGM, or with COMPUTE_PGM 0 a built-in kernel (see KERNEL_*).
 	PM4_IT_DISPATCH_DIRECT = 0x15
-	PM4_IT_WRITE_DATA      = 0x37
-	PM4_IT_WAIT_REG_MEM    = 0x3c
-	PM4_IT_INDIRECT_BUFFER = 0x3f
-	PM4_IT_COPY_DATA       = 0x40
-	PM4_IT_PFP_SYNC_ME     = 0x42
-	PM4_IT_EVENT_WRITE     = 0x46
-	PM4_IT_RELEASE_MEM     = 0x49
-	PM4_IT_DMA_DATA        = 0x50
-	PM4_IT_ACQUIRE_MEM     = 0x58
-	PM4_IT_SET_CONFIG_REG  = 0x68
-	PM4_IT_SET_SH_REG      = 0x76
-	PM4_IT_SET_UCONFIG_REG = 0x79
+	// PM4_IT_DISPATCH_INDIRECT DISPATCH_DIRECT with the three dimensions read from memory: DW1 an offset from the SET_BASE 1 address (4-byte aligned), DW2 the initiator.
+	PM4_IT_DISPATCH_INDIRECT = 0x16
+	PM4_IT_WRITE_DATA        = 0x37
+	PM4_IT_WAIT_REG_MEM      = 0x3c
+	PM4_IT_INDIRECT_BUFFER   = 0x3f
+	PM4_IT_COPY_DATA         = 0x40
+	PM4_IT_PFP_SYNC_ME       = 0x42
+	PM4_IT_EVENT_WRITE       = 0x46
+	PM4_IT_RELEASE_MEM       = 0x49
+	PM4_IT_DMA_DATA          = 0x50
+	PM4_IT_ACQUIRE_MEM       = 0x58
+	PM4_IT_SET_CONFIG_REG    = 0x68
+	PM4_IT_SET_SH_REG        = 0x76
+	PM4_IT_SET_UCONFIG_REG   = 0x79
 	// PM4_IT_INVALIDATE_TLBS Invalidate the TLBs of every VMID 1..15 whose VM_PASID_LUT entry holds the PASID (2 dwords).
 	PM4_IT_INVALIDATE_TLBS = 0x98
 	// PM4_IT_PROTECTED_FENCE_SIGNAL Advance the queue's protected fence (see PM4_PROTECTED_FENCE_*).
@@ -1050,7 +1056,31 @@ const (
 	// PM4_COPY_DATA_SEL_MEM Memory (as destination) or immediate (as source).
 	PM4_COPY_DATA_SEL_MEM       = 0x5
 	PM4_COPY_DATA_SEL_GPU_CLOCK = 0x9
-	// SH_COMPUTE_USER_DATA_0 DISPATCH_DIRECT: the KERNEL_* to run.
+	// PM4_SET_BASE_INDEX_DISPATCH_INDIRECT The address DISPATCH_INDIRECT offsets are relative to (8-byte aligned).
+	PM4_SET_BASE_INDEX_DISPATCH_INDIRECT = 0x1
+	// SH_COMPUTE_DISPATCH_INITIATOR Accepted and ignored (the initiator is the dispatch packet's last dword).
+	SH_COMPUTE_DISPATCH_INITIATOR = 0x200
+	// SH_COMPUTE_START_X The first workgroup id in X (Y, Z follow): a dispatch's group ids are START + 0..DIM-1.
+	SH_COMPUTE_START_X = 0x204
+	SH_COMPUTE_START_Y = 0x205
+	SH_COMPUTE_START_Z = 0x206
+	// SH_COMPUTE_NUM_THREAD_X Work-items per workgroup in X [15:0] (Y, Z follow; the product is 1..1024).
+	SH_COMPUTE_NUM_THREAD_X = 0x207
+	SH_COMPUTE_NUM_THREAD_Y = 0x208
+	SH_COMPUTE_NUM_THREAD_Z = 0x209
+	// SH_COMPUTE_PGM_LO The shader's GPU address >> 8, bits [39:8] (0 with PGM_HI 0: DISPATCH runs a built-in kernel).
+	SH_COMPUTE_PGM_LO = 0x20c
+	// SH_COMPUTE_PGM_HI Address bits [47:40] in [7:0].
+	SH_COMPUTE_PGM_HI = 0x20d
+	// SH_COMPUTE_PGM_RSRC1 vgpu: the shader's length in instruction slots [16:0] (1..SHADER_MAX_INSNS).
+	SH_COMPUTE_PGM_RSRC1 = 0x212
+	// SH_COMPUTE_PGM_RSRC2 Accepted and ignored.
+	SH_COMPUTE_PGM_RSRC2 = 0x213
+	// SH_COMPUTE_RESOURCE_LIMITS Accepted and ignored.
+	SH_COMPUTE_RESOURCE_LIMITS = 0x215
+	// SH_COMPUTE_TMPRING_SIZE vgpu: stack bytes per work-item [16:0] (a multiple of 8, at most SHADER_STACK_MAX; 0: SHADER_STACK_DEFAULT).
+	SH_COMPUTE_TMPRING_SIZE = 0x218
+	// SH_COMPUTE_USER_DATA_0 A shader's kernel-argument pointer low 32 bits (R1; USER_DATA_1 the high bits). Built-in kernels: the KERNEL_* to run.
 	SH_COMPUTE_USER_DATA_0 = 0x240
 	// SH_COMPUTE_USER_DATA_1 Destination address, low 32 bits.
 	SH_COMPUTE_USER_DATA_1 = 0x241
@@ -1307,8 +1337,10 @@ const (
 	CP_ERROR_IB_LIMIT = 0x8
 	// CP_ERROR_RING_CONFIG The ring base/size is invalid.
 	CP_ERROR_RING_CONFIG = 0x9
-	L2_LINE_BYTES        = 0x80
-	L2_EVENT_NONE        = 0x0
+	// CP_ERROR_SHADER A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction.
+	CP_ERROR_SHADER = 0xa
+	L2_LINE_BYTES   = 0x80
+	L2_EVENT_NONE   = 0x0
 	// L2_EVENT_STALE_READ An engine read a cached line older than memory.
 	L2_EVENT_STALE_READ = 0x1
 	// L2_EVENT_DIRTY_FENCE A fence was written while the queue's data was still only in L2.
@@ -1938,6 +1970,7 @@ var RegisterNames = map[uint32]string{
 	0x18:    "REG_ID_DOORBELL_MODE",
 	0x1c:    "REG_ID_MSIX_VECTORS",
 	0x20:    "REG_ID_DOORBELL_COUNT",
+	0x24:    "REG_ID_COMPUTE_UNITS",
 	0x200:   "REG_SELFTEST_IRQ",
 	0x204:   "REG_SELFTEST_IRQ_ERRORS",
 	0x208:   "REG_SELFTEST_INTX_ACK",

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // Register reads under load: how long a trapped register read takes while every compute
@@ -65,14 +65,14 @@ func (l *loadRig) program(slot int) error {
 	fb := uint64(abi.GPU_FB_BASE)
 	counter := fb + counterOff
 	var ring []uint32
-	ring = append(ring, cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0)...)
-	ring = append(ring, cptest.DispatchDirect(loadRingDwords, 1, 1)...)
-	ring = append(ring, cptest.CopyData{
+	ring = append(ring, pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0)...)
+	ring = append(ring, pm4.DispatchDirect(loadRingDwords, 1, 1)...)
+	ring = append(ring, pm4.CopyData{
 		SrcSel: abi.PM4_COPY_DATA_SEL_TC_L2, Src: counter, // through L2, where INCREMENT wrote
 		DstSel: abi.PM4_COPY_DATA_SEL_REG, Dst: uint64(hqdReg(slot, abi.REG_HQD_PQ_WPTR_LO) / 4),
 	}.Encode()...)
 	for len(ring) < loadRingDwords {
-		ring = append(ring, cptest.Type2()...)
+		ring = append(ring, pm4.Type2()...)
 	}
 	for i, dw := range ring {
 		binary.LittleEndian.PutUint32(l.VRAM[ringOff+4*uint64(i):], dw)

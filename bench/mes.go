@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -454,7 +454,7 @@ func (q *mesQueue) jobDone(seq uint32) bool { return int32(q.fence()-seq) >= 0 }
 func (q *mesQueue) job(writes int, irq bool) {
 	q.seq++
 	for k := range writes {
-		q.emit(cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: q.va(mqData + 4*uint64(k)), Confirm: true,
+		q.emit(pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: q.va(mqData + 4*uint64(k)), Confirm: true,
 			CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{q.seq}}.Encode())
 	}
 	q.emit(jobFence(q.va(mqFence), q.seq, irq))
@@ -462,9 +462,9 @@ func (q *mesQueue) job(writes int, irq bool) {
 
 // jobFence is a RELEASE_MEM of seq to addr without cache actions.
 func jobFence(addr uint64, seq uint32, irq bool) []uint32 {
-	f := cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32, Addr: addr, Data: uint64(seq), CtxID: seq}
+	f := pm4.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data32, Addr: addr, Data: uint64(seq), CtxID: seq}
 	if irq {
-		f.IntSel = cptest.IntConfirm
+		f.IntSel = pm4.IntConfirm
 	}
 	return f.Encode()
 }

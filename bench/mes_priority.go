@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // The high-priority latency figure: a HIGH queue's job (the oversubscription figure's short
@@ -84,7 +84,7 @@ func (h *priorityRig) build() error {
 	}
 	dst := h.load[0].va(mqData)
 	for at, k := ibOff, uint32(0); at+4*5 <= ibOff+4*hpIBDwords; k++ {
-		for _, d := range cptest.WriteMem(dst, k) {
+		for _, d := range pm4.WriteMem(dst, k) {
 			binary.LittleEndian.PutUint32(h.VRAM[at:], d)
 			at += 4
 		}
@@ -95,7 +95,7 @@ func (h *priorityRig) build() error {
 // startLoad fills every NORMAL queue's ring with IB calls and waits (untimed) until all 16
 // slots hold them.
 func (h *priorityRig) startLoad() ([]uint64, error) {
-	call := cptest.IndirectBuffer{Addr: h.ib, Size: hpIBDwords}.Encode()
+	call := pm4.IndirectBuffer{Addr: h.ib, Size: hpIBDwords}.Encode()
 	start := make([]uint64, len(h.load))
 	for i, q := range h.load {
 		start[i] = q.wptr

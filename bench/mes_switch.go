@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -220,7 +220,7 @@ func MESSwitch(rounds int) (res Result, err error) {
 	}()
 	pk := s.packetOp()
 	// Warm-up: a lap of A's ring, and a few switches.
-	if _, err := timeOp(pk, swRing/len(cptest.WriteMem(0, 0))/swPackets); err != nil {
+	if _, err := timeOp(pk, swRing/len(pm4.WriteMem(0, 0))/swPackets); err != nil {
 		return Result{}, fmt.Errorf("%s: baseline warm-up: %w", name, err)
 	}
 	if _, err := timeOp(s.alternate, 20); err != nil {

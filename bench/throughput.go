@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // jobTimeout bounds the wait for one submission's fence.
@@ -36,7 +36,7 @@ func PacketRate() Scenario {
 				readDst: func() uint32 { return binary.LittleEndian.Uint32(rig.VRAM[vramScratch:]) }}
 			dev, base := target.op(ringDwords), bare.target().op(ringDwords)
 			// Warm up: a lap of the ring on each side, so its pages are mapped on both ends.
-			if err := warmUp(dev, base, ringDwords/len(cptest.WriteMem(0, 0))); err != nil {
+			if err := warmUp(dev, base, ringDwords/len(pm4.WriteMem(0, 0))); err != nil {
 				bare.Close()
 				rig.Close()
 				return Pair{}, err
@@ -59,8 +59,8 @@ type packetTarget struct {
 
 // op submits n WRITE_DATA packets in fenced chunks and checks that each one ran.
 func (t packetTarget) op(ringDwords int) Op {
-	pkt := cptest.WriteMem(t.dst, 0) // the data dword is last
-	fenceDwords := len(cptest.Fence(t.fence, 0, 0, true))
+	pkt := pm4.WriteMem(t.dst, 0) // the data dword is last
+	fenceDwords := len(pm4.Fence(t.fence, 0, 0, true))
 	chunk := (ringDwords/2 - fenceDwords) / len(pkt)
 	buf := make([]uint32, 0, ringDwords/2)
 	seq, value := uint32(0), uint32(0)
@@ -81,7 +81,7 @@ func (t packetTarget) op(ringDwords int) Op {
 				buf = append(buf, pkt...)
 			}
 			seq++
-			buf = append(buf, cptest.Fence(t.fence, seq, seq, true)...)
+			buf = append(buf, pm4.Fence(t.fence, seq, seq, true)...)
 			// The chunk before last used the ring space this one is written to.
 			if seq > first {
 				if err := t.waitFence(seq-2, jobTimeout); err != nil {
@@ -178,7 +178,7 @@ func Copy(size int) Scenario {
 				for j := range batch {
 					dstGPU := uint64(abi.GPU_FB_BASE) + vramCopyDst + uint64(j*size)
 					for off := 0; off < size; off += 32 << 20 {
-						packets[k] = append(packets[k], cptest.DMAData{
+						packets[k] = append(packets[k], pm4.DMAData{
 							SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
 							SrcPolicy: abi.PM4_CACHE_POLICY_BYPASS, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS,
 							Src: srcGPU + uint64(off), Dst: dstGPU + uint64(off), Count: uint32(min(size-off, 32<<20)), CPSync: true,
@@ -192,7 +192,7 @@ func Copy(size int) Scenario {
 					k := min(left, batch)
 					rig.Emit(packets[sub%2][:k*perCopy])
 					seq++
-					rig.Emit(cptest.Fence(FenceGPU(), seq, seq, true))
+					rig.Emit(pm4.Fence(FenceGPU(), seq, seq, true))
 					if err := rig.Kick(); err != nil {
 						return err
 					}

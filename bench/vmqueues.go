@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -194,8 +194,8 @@ func (v *vmRig) waitFences(qs []*vmQueue, want []uint32, timeout time.Duration) 
 // every packet ran: the CP's packet counter grew by exactly the packets submitted and each
 // queue's destination holds the last value it was sent.
 func (v *vmRig) op(qs []*vmQueue) Op {
-	fenceDwords := len(cptest.Fence(0, 0, 0, true))
-	pktDwords := len(cptest.WriteMem(0, 0))
+	fenceDwords := len(pm4.Fence(0, 0, 0, true))
+	pktDwords := len(pm4.WriteMem(0, 0))
 	chunk := (vmRingDwords/2 - fenceDwords) / pktDwords
 	buf := make([]uint32, 0, vmRingDwords/2)
 	left := make([]int, len(qs))
@@ -224,7 +224,7 @@ func (v *vmRig) op(qs []*vmQueue) Op {
 				}
 				busy = true
 				k := min(left[i], chunk)
-				pkt := cptest.WriteMem(q.dstVA, 0) // the data dword is last
+				pkt := pm4.WriteMem(q.dstVA, 0) // the data dword is last
 				buf = buf[:0]
 				for range k {
 					q.value++
@@ -232,7 +232,7 @@ func (v *vmRig) op(qs []*vmQueue) Op {
 					buf = append(buf, pkt...)
 				}
 				q.seq++
-				buf = append(buf, cptest.Fence(q.fenceVA, q.seq, q.seq, true)...)
+				buf = append(buf, pm4.Fence(q.fenceVA, q.seq, q.seq, true)...)
 				// The chunk before last used the ring space this one is written to.
 				if q.seq > first[i] {
 					one[0] = q.seq - 2
@@ -307,7 +307,7 @@ func vmPair(pick func(*vmRig) (dev, base []*vmQueue)) (Pair, error) {
 	}
 	devQs, baseQs := pick(v)
 	dev, base := v.op(devQs), v.op(baseQs)
-	lap := vmRingDwords / len(cptest.WriteMem(0, 0))
+	lap := vmRingDwords / len(pm4.WriteMem(0, 0))
 	if _, err := timeOp(dev, len(devQs)*lap); err != nil {
 		v.Close()
 		return Pair{}, fmt.Errorf("warm-up: %w", err)

@@ -411,3 +411,42 @@ func TestTrapAndSleep(t *testing.T) {
 		t.Fatalf("traps from work-items %v, want 0..3", seen)
 	}
 }
+
+// Reset kills every run, and no memory access of theirs happens after it returns.
+func TestResetStopsMemoryAccess(t *testing.T) {
+	p, mem, _ := newPool(t, Config{CUs: 2})
+	prog := build(t, asm.Instructions{ // stores a growing counter for ever
+		asm.LoadImm(asm.R6, arrOut, asm.DWord),
+		asm.Mov.Reg(asm.R7, asm.R2),
+		asm.LSh.Imm(asm.R7, 3),
+		asm.Add.Reg(asm.R6, asm.R7),
+		asm.Add.Imm(asm.R0, 1).WithSymbol("l"),
+		asm.StoreMem(asm.R6, 0, asm.R0, asm.DWord),
+		asm.Ja.Label("l"),
+	})
+	var runs []*Run
+	for range 3 {
+		r, _ := p.Start(Dispatch{Program: prog, Groups: [3]uint32{2, 1, 1}, GroupSize: [3]uint32{4, 1, 1}})
+		runs = append(runs, r)
+	}
+	for mem.u64(arrOut) == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if !p.Reset(5 * time.Second) {
+		t.Fatal("Reset: runs still inside a CU")
+	}
+	for _, r := range runs {
+		if err, _ := r.Result(); err != ErrKilled {
+			t.Errorf("a run ended with %v, want killed", err)
+		}
+	}
+	mem.mu.Lock()
+	snap := append([]byte(nil), mem.b...)
+	mem.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if string(snap) != string(mem.b) {
+		t.Fatal("memory changed after Reset returned")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"vgpu/engine"
 	"vgpu/ratelog"
@@ -36,6 +37,10 @@ type Pool struct {
 	runs   []*Run // runs with workgroups not yet claimed, in start order
 	rr     int    // round-robin position in runs
 	closed bool
+	// live is every run not yet ended (Reset kills them), under its own lock: a run's end
+	// (under the run's lock) updates it, and claim holds mu while it takes a run's lock.
+	liveMu sync.Mutex
+	live   map[*Run]struct{}
 	wg     sync.WaitGroup
 
 	stats poolStats
@@ -71,7 +76,7 @@ func New(cfg Config) *Pool {
 	if cfg.Log == nil {
 		cfg.Log = ratelog.New(nil, 0, 0)
 	}
-	p := &Pool{cfg: cfg, sem: make(chan struct{}, cfg.Parallel)}
+	p := &Pool{cfg: cfg, sem: make(chan struct{}, cfg.Parallel), live: map[*Run]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
 	for i := range cfg.CUs {
 		c := &cu{p: p, id: i, l0: newL0(p, cfg.L0Lines)}
@@ -85,14 +90,53 @@ func New(cfg Config) *Pool {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
-	runs := p.runs
-	p.runs = nil
 	p.cond.Broadcast()
 	p.mu.Unlock()
+	p.killAll()
+	p.wg.Wait()
+}
+
+// Reset kills every run (a device reset or a client's disconnect) and drops every L0 line;
+// it waits, at most timeout, until no CU is inside any of them, and reports whether that
+// happened. No memory access of a killed run begins after Reset returns.
+func (p *Pool) Reset(timeout time.Duration) bool {
+	runs := p.killAll()
+	p.InvalidateL0()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, r := range runs {
+		select {
+		case <-r.Done():
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Pool) killAll() []*Run {
+	p.liveMu.Lock()
+	runs := make([]*Run, 0, len(p.live))
+	for r := range p.live {
+		runs = append(runs, r)
+	}
+	p.liveMu.Unlock()
 	for _, r := range runs {
 		r.Kill()
 	}
-	p.wg.Wait()
+	return runs
+}
+
+func (p *Pool) track(r *Run) {
+	p.liveMu.Lock()
+	p.live[r] = struct{}{}
+	p.liveMu.Unlock()
+}
+
+func (p *Pool) untrack(r *Run) {
+	p.liveMu.Lock()
+	delete(p.live, r)
+	p.liveMu.Unlock()
 }
 
 // InvalidateL0 drops every line of every CU's L0 (ACQUIRE_MEM GL0_INV). Lines filled after it

@@ -21,14 +21,18 @@ type Dispatch struct {
 	Program   *shader.Program
 	Groups    [3]uint32
 	GroupSize [3]uint32
-	Args      uint64 // R1 at entry
-	Stack     int    // stack bytes per work-item: 0 = abi.SHADER_STACK_DEFAULT
+	Start     [3]uint32 // the first workgroup id in each dimension (COMPUTE_START_*)
+	Args      uint64    // R1 at entry
+	Stack     int       // stack bytes per work-item: 0 = abi.SHADER_STACK_DEFAULT
 	VMID      int
 	Slot      int
 	RingID    uint8
 	PASID     uint16
 	// Resume continues a preempted dispatch of the same shape (Run.Result's Saved).
 	Resume *Saved
+	// OnEnd (optional) is called once the run has ended (after Done is closed), from a CU
+	// goroutine or the caller of Start, Preempt or Kill: it must not block.
+	OnEnd func()
 }
 
 // Errors a Run ends with besides a *shader.Error.
@@ -71,6 +75,8 @@ type Run struct {
 	stopCh   chan struct{} // closed when stopping is set
 	stopFlag atomic.Bool   // stopping is set (read between budgets)
 
+	killed atomic.Bool // Kill: every memory access fails from now on (no effect after a reset)
+
 	executed atomic.Uint64
 	stale    atomic.Uint64
 }
@@ -96,6 +102,7 @@ func (p *Pool) Start(d Dispatch) (*Run, error) {
 		r.resume = append([]SavedGroup(nil), s.Groups...)
 	}
 	p.stats.dispatches.Add(1)
+	p.track(r)
 	if !r.more() {
 		r.finish()
 		return r, nil
@@ -103,6 +110,7 @@ func (p *Pool) Start(d Dispatch) (*Run, error) {
 	if !p.enqueue(r) {
 		r.result = ErrClosed
 		close(r.done)
+		p.untrack(r)
 	}
 	return r, nil
 }
@@ -132,8 +140,12 @@ func (r *Run) StaleReads() uint64 { return r.stale.Load() }
 // that has ended or is stopping already.
 func (r *Run) Preempt() { r.stop(ErrPreempted) }
 
-// Kill stops the run without saving anything (a queue or device reset).
-func (r *Run) Kill() { r.stop(ErrKilled) }
+// Kill stops the run without saving anything (a queue or device reset). No memory access of
+// the run begins after Kill returns; once Done is closed none is in progress either.
+func (r *Run) Kill() {
+	r.killed.Store(true)
+	r.stop(ErrKilled)
+}
 
 func (r *Run) stop(why error) {
 	r.mu.Lock()
@@ -237,6 +249,10 @@ func (r *Run) finishLocked() {
 		r.push(abi.IH_SRC_SHADER_ERROR, [4]uint32{se.Reason, uint32(se.PC), uint32(se.Addr), uint32(se.Addr >> 32)})
 	}
 	close(r.done)
+	r.p.untrack(r)
+	if r.d.OnEnd != nil {
+		r.d.OnEnd()
+	}
 }
 
 func (r *Run) push(src uint8, data [4]uint32) {
@@ -251,8 +267,24 @@ func (r *Run) push(src uint8, data [4]uint32) {
 // the work-item's linear id in the dispatch.
 func (r *Run) Trap(l *shader.Lane, pc int, code uint32) {
 	d := &l.Dims
-	group := d.Group[0] + d.Group[1]*d.NumGroups[0] + d.Group[2]*d.NumGroups[0]*d.NumGroups[1]
+	st := &r.d.Start
+	g0, g1, g2 := d.Group[0]-uint64(st[0]), d.Group[1]-uint64(st[1]), d.Group[2]-uint64(st[2])
+	group := g0 + g1*d.NumGroups[0] + g2*d.NumGroups[0]*d.NumGroups[1]
 	r.push(abi.IH_SRC_SHADER_TRAP, [4]uint32{code, uint32(pc), uint32(group*uint64(r.groupItems) + d.Linear), 0})
+}
+
+// step moves d from one work-item to the next in its workgroup (local x, then y, then z).
+func (r *Run) step(d *shader.Dims) {
+	d.Linear++
+	for k := range 3 {
+		d.Local[k]++
+		d.Global[k]++
+		if d.Local[k] < d.LocalSize[k] || k == 2 {
+			return
+		}
+		d.Global[k] -= d.Local[k]
+		d.Local[k] = 0
+	}
 }
 
 // dims is the place of work-item i of workgroup g in the grid.
@@ -270,6 +302,7 @@ func (r *Run) dims(g uint64, i int) shader.Dims {
 	s.Local[1] = li / s.LocalSize[0] % s.LocalSize[1]
 	s.Local[2] = li / (s.LocalSize[0] * s.LocalSize[1])
 	for k := range 3 {
+		s.Group[k] += uint64(d.Start[k])
 		s.Global[k] = s.Group[k]*s.LocalSize[k] + s.Local[k]
 	}
 	s.Linear = li

@@ -10,6 +10,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // BenchmarkWriteData1 measures the packet rate of a stream of one-dword WRITE_DATA packets
@@ -107,9 +108,9 @@ func BenchmarkDMADataCopy(b *testing.B) {
 			r.Mem.SetBytes(src, goSrc)
 			copyOnce := func(i int) {
 				for off := 0; off < size; off += maxPacket {
-					ring.Emit(cptest.DMACopy(dst+uint64(off), src+uint64(off), uint32(min(maxPacket, size-off))))
+					ring.Emit(pm4.DMACopy(dst+uint64(off), src+uint64(off), uint32(min(maxPacket, size-off))))
 				}
-				ring.Submit(cptest.Fence(0x8000, uint32(i), 0, true))
+				ring.Submit(pm4.Fence(0x8000, uint32(i), 0, true))
 				if !r.IVs.Wait(i, cptest.Timeout) {
 					b.Fatal("copy did not finish")
 				}
@@ -278,7 +279,7 @@ func BenchmarkSwitch(b *testing.B) {
 			qc := cptest.QueueConfig{Base: uint64(0x10000 + k*0x8000), QueueSize: 10}
 			ring := r.NewRing(slot, qc)
 			for ring.Wptr() < ring.Size {
-				ring.Emit(cptest.WriteMem(0x100000+uint64(k)*4, uint32(k+1)), cptest.Nop(3))
+				ring.Emit(pm4.WriteMem(0x100000+uint64(k)*4, uint32(k+1)), pm4.Nop(3))
 			}
 			imgs[k] = cp.Image{Base: qc.Base, Control: 10 << abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT}
 		}

@@ -8,6 +8,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // concurrency wraps a Memory and records the most calls in progress at once: with
@@ -54,7 +55,7 @@ func TestBudgetFairness(t *testing.T) {
 				var extra [][]uint32
 				if slot > 8 {
 					src := uint64(dataBase + 0x100000)
-					extra = append(extra, cptest.DMACopy(src+uint64(slot-8)*0x20000, src, 0x20000))
+					extra = append(extra, pm4.DMACopy(src+uint64(slot-8)*0x20000, src, 0x20000))
 				}
 				ring.SelfKick(dataBase+uint64(slot)*4, extra...)
 				ring.Kick()

@@ -10,6 +10,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // copierMem adds engine.Copier to the test memory: Copy is Read+Write, recorded; failAt makes a
@@ -57,17 +58,17 @@ func TestDMADataCopier(t *testing.T) {
 	bypass := uint32(abi.PM4_CACHE_POLICY_BYPASS)
 	tests := []struct {
 		name    string
-		pkt     cptest.DMAData
+		pkt     pm4.DMAData
 		calls   int
 		failAt  uint64
 		wantErr uint32
 	}{
-		{name: "sel-addr", pkt: cptest.DMAData{SrcSel: addr, DstSel: addr, Src: src, Dst: dst, Count: n}, calls: 3},
-		{name: "l2-both", pkt: cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: n}, calls: 3},
-		{name: "bypass-both", pkt: cptest.DMAData{SrcSel: l2, DstSel: l2, SrcPolicy: bypass, DstPolicy: bypass, Src: src, Dst: dst, Count: n}, calls: 3},
-		{name: "mixed-policy", pkt: cptest.DMAData{SrcSel: addr, DstSel: l2, Src: src, Dst: dst, Count: n}, calls: 0},
-		{name: "saic", pkt: cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 64, SAIC: true}, calls: 0},
-		{name: "fault", pkt: cptest.DMAData{SrcSel: addr, DstSel: addr, Src: src, Dst: dst, Count: n}, failAt: dst + 3<<20, wantErr: abi.CP_ERROR_TRANSLATION},
+		{name: "sel-addr", pkt: pm4.DMAData{SrcSel: addr, DstSel: addr, Src: src, Dst: dst, Count: n}, calls: 3},
+		{name: "l2-both", pkt: pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: n}, calls: 3},
+		{name: "bypass-both", pkt: pm4.DMAData{SrcSel: l2, DstSel: l2, SrcPolicy: bypass, DstPolicy: bypass, Src: src, Dst: dst, Count: n}, calls: 3},
+		{name: "mixed-policy", pkt: pm4.DMAData{SrcSel: addr, DstSel: l2, Src: src, Dst: dst, Count: n}, calls: 0},
+		{name: "saic", pkt: pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 64, SAIC: true}, calls: 0},
+		{name: "fault", pkt: pm4.DMAData{SrcSel: addr, DstSel: addr, Src: src, Dst: dst, Count: n}, failAt: dst + 3<<20, wantErr: abi.CP_ERROR_TRANSLATION},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"vgpu/engine"
 
 	"vgpu/abi"
+	"vgpu/compute"
 	"vgpu/ratelog"
 )
 
@@ -25,6 +26,7 @@ type CP struct {
 	stopTimeout        time.Duration
 	turnBudget         time.Duration
 	notifyFn           func(slot int)
+	compute            *compute.Pool // shader dispatches (nil: refused)
 
 	hqds  [NumSlots]hqd
 	turns turns          // the fair FIFO of execution turns (turn.go)
@@ -51,6 +53,7 @@ type CP struct {
 	ibs, ignoredWrites                       atomic.Uint64
 	staleCallouts, yields, refusedActivation atomic.Uint64
 	retryWaits                               atomic.Uint64
+	shaderDispatches                         atomic.Uint64
 }
 
 // New returns a CP with every queue inactive.
@@ -59,8 +62,8 @@ func New(cfg Config) *CP {
 		mem: cfg.Memory, regs: cfg.Registers, irq: cfg.Interrupts, tlb: cfg.TLB, limiter: cfg.Limiter,
 		gpuClock: cfg.GPUClock, sysClock: cfg.SystemClock,
 		maxIB: cfg.MaxIBExpansions, stopTimeout: cfg.StopTimeout, turnBudget: cfg.TurnBudget,
-		notifyFn: cfg.Notify,
-		quiet:    make(chan struct{}, 1),
+		notifyFn: cfg.Notify, compute: cfg.Compute,
+		quiet: make(chan struct{}, 1),
 	}
 	if c.limiter == nil {
 		c.limiter = ratelog.New(cfg.Log, 0, 0) // a nil Log discards
@@ -223,6 +226,8 @@ type Stats struct {
 	RefusedActivations uint64
 	// RetryWaits counts waits of queues on a retry fault (engine.Retrier) before a replay.
 	RetryWaits uint64
+	// ShaderDispatches counts dispatches started on the compute units.
+	ShaderDispatches uint64
 	// EngineResetBusy is CP_ENGINE_RESET_STATUS; EngineResets is CP_ENGINE_RESETS.
 	EngineResetBusy, EngineResets uint32
 	// Draining is how many revoked activations are still inside a turn (a call out that
@@ -265,7 +270,7 @@ func (c *CP) Stats() Stats {
 		Doorbells: c.doorbells.Load(), DoorbellMisses: c.doorbellMisses.Load(),
 		Wakes: c.wakes.Load(), WaitChecks: c.checks.Load(), IBs: c.ibs.Load(),
 		IgnoredWrites: c.ignoredWrites.Load(),
-		StaleCallouts: c.staleCallouts.Load(), RetryWaits: c.retryWaits.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
+		StaleCallouts: c.staleCallouts.Load(), RetryWaits: c.retryWaits.Load(), ShaderDispatches: c.shaderDispatches.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
 		RefusedActivations: c.refusedActivation.Load(),
 	}
 	s.EngineResetBusy, s.EngineResets = c.engineStatus()

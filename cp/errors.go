@@ -15,6 +15,8 @@ type fault struct {
 	code    uint32
 	addr    uint64 // the faulting GPU address, when hasAddr
 	hasAddr bool
+	info    uint32 // ERROR_INFO instead of the packet header, when hasInfo (shader errors)
+	hasInfo bool
 	why     string
 	err     error
 }
@@ -97,6 +99,8 @@ func errorName(code uint32) string {
 		return "CP_ERROR_IB_LIMIT"
 	case abi.CP_ERROR_RING_CONFIG:
 		return "CP_ERROR_RING_CONFIG"
+	case abi.CP_ERROR_SHADER:
+		return "CP_ERROR_SHADER"
 	}
 	return fmt.Sprintf("CP_ERROR_%d", code)
 }

@@ -8,6 +8,7 @@ import (
 	"vgpu/cp/cptest"
 	"vgpu/engine"
 	"vgpu/gpuvm"
+	"vgpu/pm4"
 )
 
 // vmWorld is cptest's memory as VRAM behind a real gpuvm.VM: VMID 0 is the flat memory,
@@ -89,16 +90,16 @@ func fenceRig(t *testing.T) (*cptest.Rig, *vmWorld) {
 // same queue to that page faults.
 func TestProtectedFenceSignal(t *testing.T) {
 	const fenceVA = roPage + fenceOffset
-	pf := cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0)
+	pf := pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0)
 	cases := []struct {
 		name  string
 		build func(r *cptest.Rig, ring *cptest.Ring)
 		want  uint64
 	}{
-		{"in the ring", func(r *cptest.Rig, ring *cptest.Ring) { ring.Emit(cptest.WriteMem(dataBase, 1), pf) }, 5 + 2},
+		{"in the ring", func(r *cptest.Rig, ring *cptest.Ring) { ring.Emit(pm4.WriteMem(dataBase, 1), pf) }, 5 + 2},
 		{"in an IB", func(r *cptest.Rig, ring *cptest.Ring) {
 			ib := cptest.NewIB(r.Mem, ibBase)
-			ib.Emit(cptest.WriteMem(dataBase, 1), pf, cptest.WriteMem(dataBase+4, 2))
+			ib.Emit(pm4.WriteMem(dataBase, 1), pf, pm4.WriteMem(dataBase+4, 2))
 			ring.Emit(cptest.IBCall(ib))
 		}, 4},
 	}
@@ -136,7 +137,7 @@ func TestProtectedFenceSignal(t *testing.T) {
 	t.Run("ordinary write to the fence page faults", func(t *testing.T) {
 		r, _ := fenceRig(t)
 		ring := guestRing(r, 1)
-		w := ring.Emit(pf, cptest.WriteMem(fenceVA, 0xBAD))
+		w := ring.Emit(pf, pm4.WriteMem(fenceVA, 0xBAD))
 		img := ringImage(1)
 		img.VMID, img.FenceAddr = vmTestVMID, fenceVA
 		mustMap(t, r, 2, img)

@@ -10,6 +10,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // The fuzz world: 16 KiB of memory; the ring of slot 1 at fuzzRing (64..512 dwords), its
@@ -49,7 +50,7 @@ func pad(qs uint8, pkts ...[]uint32) []uint32 {
 	w := concat(pkts...)
 	size := 1 << (qs%4 + 6)
 	if rest := size - len(w); rest > 0 {
-		w = append(w, cptest.Nop(rest)...)
+		w = append(w, pm4.Nop(rest)...)
 	}
 	return w
 }
@@ -66,26 +67,26 @@ func pad(qs uint8, pkts ...[]uint32) []uint32 {
 func FuzzRing(f *testing.F) {
 	ib := cptest.NewIB(cptest.NewMemory(fuzzMem), fuzzData)
 	ib.WriteMem(fuzzData+0x1000, 1, 2, 3)
-	ib.IndirectBuffer(cptest.IndirectBuffer{Addr: fuzzData, Size: 0, Chain: true})
+	ib.IndirectBuffer(pm4.IndirectBuffer{Addr: fuzzData, Size: 0, Chain: true})
 	ibWords := make([]uint32, ib.Size())
 	for i := range ibWords {
 		ibWords[i] = ib.Mem.Load32(fuzzData + uint64(i)*4)
 	}
-	loop := []uint32{cptest.Nop(1)[0]}
-	loop = append(loop, cptest.IndirectBuffer{Addr: fuzzData, Size: 5, Chain: true}.Encode()...)
+	loop := []uint32{pm4.Nop(1)[0]}
+	loop = append(loop, pm4.IndirectBuffer{Addr: fuzzData, Size: 5, Chain: true}.Encode()...)
 
-	f.Add(fuzzInput(0, pad(0, cptest.WriteMem(fuzzData, 1, 2), cptest.Fence(fuzzData+8, 1, 2, true)), nil))
-	f.Add(fuzzInput(1, pad(1, cptest.IBCall(ib), cptest.SetUConfigReg(0x40, 5)), ibWords))
-	f.Add(fuzzInput(2, pad(2, cptest.IndirectBuffer{Addr: fuzzData, Size: 5}.Encode()), loop))
-	f.Add(fuzzInput(0, pad(0, cptest.WaitMem(fuzzData, 1)), nil))
-	f.Add(fuzzInput(0, pad(0, cptest.DMACopy(fuzzData+0x100, fuzzData, 0x200), cptest.DMAFill(fuzzData, 7, 13)), nil))
-	f.Add(fuzzInput(3, pad(3, cptest.Kernel(abi.KERNEL_INCREMENT, fuzzData, 0, 0), cptest.DispatchDirect(2, 2, 2),
-		cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), cptest.DispatchDirect(1, 1, 1)), nil))
-	f.Add(fuzzInput(0, pad(0, cptest.WriteMem(fuzzMem-4, 1, 2)), nil))
-	f.Add(fuzzInput(0, cptest.WriteMem(fuzzData, 1, 2)[:3], nil))
-	f.Add(fuzzInput(1, pad(1, cptest.WriteReg(cptest.HQDReg(1, abi.REG_HQD_DEQUEUE_REQUEST), 2)), nil))
-	f.Add(fuzzInput(0, pad(0, cptest.WriteReg(abi.REG_CP_ENGINE_RESET/4, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK),
-		cptest.WriteMem(fuzzData, 1)), nil))
+	f.Add(fuzzInput(0, pad(0, pm4.WriteMem(fuzzData, 1, 2), pm4.Fence(fuzzData+8, 1, 2, true)), nil))
+	f.Add(fuzzInput(1, pad(1, cptest.IBCall(ib), pm4.SetUConfigReg(0x40, 5)), ibWords))
+	f.Add(fuzzInput(2, pad(2, pm4.IndirectBuffer{Addr: fuzzData, Size: 5}.Encode()), loop))
+	f.Add(fuzzInput(0, pad(0, pm4.WaitMem(fuzzData, 1)), nil))
+	f.Add(fuzzInput(0, pad(0, pm4.DMACopy(fuzzData+0x100, fuzzData, 0x200), pm4.DMAFill(fuzzData, 7, 13)), nil))
+	f.Add(fuzzInput(3, pad(3, pm4.Kernel(abi.KERNEL_INCREMENT, fuzzData, 0, 0), pm4.DispatchDirect(2, 2, 2),
+		pm4.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), pm4.DispatchDirect(1, 1, 1)), nil))
+	f.Add(fuzzInput(0, pad(0, pm4.WriteMem(fuzzMem-4, 1, 2)), nil))
+	f.Add(fuzzInput(0, pm4.WriteMem(fuzzData, 1, 2)[:3], nil))
+	f.Add(fuzzInput(1, pad(1, pm4.WriteReg(cptest.HQDReg(1, abi.REG_HQD_DEQUEUE_REQUEST), 2)), nil))
+	f.Add(fuzzInput(0, pad(0, pm4.WriteReg(abi.REG_CP_ENGINE_RESET/4, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK),
+		pm4.WriteMem(fuzzData, 1)), nil))
 	f.Add([]byte{0, 0xEE, 0x10, 0, 0xC0})
 
 	r := cptest.NewRig(f, fuzzMem, func(c *cp.Config) {
@@ -291,10 +292,10 @@ func (m *mapInput) image() cp.Image {
 // image is always accepted again, in another slot, and can be killed there.
 func FuzzMapImage(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, cptest.WriteMem(fuzzData, 1, 2), cptest.DMAFill(fuzzData+64, 7, 0x800)), nil)...))
+	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, pm4.WriteMem(fuzzData, 1, 2), pm4.DMAFill(fuzzData+64, 7, 0x800)), nil)...))
 	f.Add(append([]byte{0x80, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 20, 2, 5, 8, 2, 9, 9, 1}, make([]byte, 64)...))
 	f.Add(append([]byte{0xFF, 0xFF}, make([]byte, 200)...))
-	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), cptest.DispatchDirect(1, 1, 1)), nil)...))
+	f.Add(append(make([]byte, 40), fuzzInput(0, pad(0, pm4.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), pm4.DispatchDirect(1, 1, 1)), nil)...))
 
 	r := cptest.NewRig(f, fuzzMem, func(c *cp.Config) { c.MaxIBExpansions = 4 })
 	f.Fuzz(func(t *testing.T, in []byte) {

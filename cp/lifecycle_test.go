@@ -10,6 +10,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/ratelog"
 )
 
@@ -52,7 +53,7 @@ func (s *stall) open() {
 // oneAddr is WRITE_DATA to memory with WR_ONE_ADDR: one call out per dword, with no stop
 // check between them, so a revoked goroutine's next call out is the one the gate refuses.
 func oneAddr(addr uint64, data ...uint32) []uint32 {
-	return cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: addr, OneAddr: true, Data: data}.Encode()
+	return pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: addr, OneAddr: true, Data: data}.Encode()
 }
 
 func wantZeroHQD(t *testing.T, r *cptest.Rig, slot int) {
@@ -71,7 +72,7 @@ func TestResetRevokesStalledQueue(t *testing.T) {
 	r, ring := start(t, 1)
 	st := newStall(r)
 	st.armed.Store(true)
-	ring.Submit(oneAddr(dataBase, 1, 2), cptest.Fence(dataBase+8, 1, 0, true))
+	ring.Submit(oneAddr(dataBase, 1, 2), pm4.Fence(dataBase+8, 1, 0, true))
 	st.wait(t)
 
 	r.CP.Reset() // must not wait for the stuck goroutine
@@ -96,7 +97,7 @@ func TestResetRevokesStalledQueue(t *testing.T) {
 	}
 	// The slot works again.
 	ring = r.StartQueue(1, queueConfig(1))
-	ring.Submit(cptest.WriteMem(dataBase+12, 3))
+	ring.Submit(pm4.WriteMem(dataBase+12, 3))
 	ring.WaitIdle(t)
 	wantMem32(t, r, dataBase+12, 3)
 }
@@ -107,7 +108,7 @@ func TestQuiesceIgnoresCurrentQueues(t *testing.T) {
 	r := cptest.NewRig(t, memSize)
 	parked := r.StartQueue(1, queueConfig(1))
 	endless := r.StartQueue(2, queueConfig(2))
-	parked.Submit(cptest.WaitMem(dataBase, 1))
+	parked.Submit(pm4.WaitMem(dataBase, 1))
 	endless.Dispatch(abi.KERNEL_ENDLESS, 0, 0, 0, 1, 1, 1)
 	endless.Kick()
 	r.WaitState(t, 1, abi.HQD_STATE_WAITING)
@@ -126,7 +127,7 @@ func TestQuiesceIgnoresCurrentQueues(t *testing.T) {
 func fenceLoop(t *testing.T, r *cptest.Rig, ring *cptest.Ring, addr uint64, n int) int {
 	t.Helper()
 	for seq := uint32(1); seq <= uint32(n); seq++ {
-		ring.Submit(cptest.Fence(addr, seq, 0, false))
+		ring.Submit(pm4.Fence(addr, seq, 0, false))
 		deadline := time.Now().Add(cptest.Timeout)
 		for r.Mem.Load32(addr) != seq {
 			if time.Now().After(deadline) {
@@ -158,17 +159,17 @@ func TestEngineReset(t *testing.T) {
 				ring := r.StartQueue(slot, queueConfig(slot))
 				switch i % 4 {
 				case 0: // parked, with a write behind the wait that must never happen
-					ring.Submit(cptest.WaitMem(flag, 1), cptest.WriteMem(dataBase+0x2000, 0xBAD))
+					ring.Submit(pm4.WaitMem(flag, 1), pm4.WriteMem(dataBase+0x2000, 0xBAD))
 					r.WaitState(t, slot, abi.HQD_STATE_WAITING)
 				case 1: // in the endless kernel
 					ring.Dispatch(abi.KERNEL_ENDLESS, 0, 0, 0, 1, 1, 1)
 					ring.Kick()
 					r.WaitState(t, slot, abi.HQD_STATE_BUSY_KERNEL)
 				case 2: // halted
-					ring.Submit(cptest.Packet(0xEE, 0))
+					ring.Submit(pm4.Packet(0xEE, 0))
 					ring.WaitHalt(t)
 				case 3: // idle
-					ring.Submit(cptest.WriteMem(dataBase+0x3000, 1))
+					ring.Submit(pm4.WriteMem(dataBase+0x3000, 1))
 					ring.WaitIdle(t)
 				}
 			}
@@ -205,7 +206,7 @@ func TestEngineReset(t *testing.T) {
 			}
 			// The reset engine's slots work again.
 			ring := r.StartQueue(tc.victims[0], queueConfig(tc.victims[0]))
-			ring.Submit(cptest.WriteMem(dataBase+0x5000, 7))
+			ring.Submit(pm4.WriteMem(dataBase+0x5000, 7))
 			ring.WaitIdle(t)
 			wantMem32(t, r, dataBase+0x5000, 7)
 		})
@@ -264,8 +265,8 @@ func TestEngineResetStalled(t *testing.T) {
 func TestEngineResetFromPacket(t *testing.T) {
 	r, ring := start(t, 1)
 	r.RouteCPBlocks()
-	ring.Submit(cptest.WriteReg(abi.REG_CP_ENGINE_RESET/4, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK),
-		cptest.WriteMem(dataBase, 0xBAD), cptest.Fence(dataBase+4, 1, 0, true))
+	ring.Submit(pm4.WriteReg(abi.REG_CP_ENGINE_RESET/4, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK),
+		pm4.WriteMem(dataBase, 0xBAD), pm4.Fence(dataBase+4, 1, 0, true))
 	cptest.Eventually(t, "ENGINE_RESETS = 1", func() bool { return r.ReadCP(abi.REG_CP_ENGINE_RESETS) == 1 })
 	if !r.CP.Quiesce(cptest.Timeout) {
 		t.Fatal("Quiesce timed out")
@@ -307,7 +308,7 @@ func TestHaltLogRateLimited(t *testing.T) {
 	r, ring := start(t, 1, func(c *cp.Config) { c.Limiter = lim })
 	const halts = 20
 	for i := 1; i <= halts; i++ {
-		ring.Submit(cptest.Packet(0xEE, 0))
+		ring.Submit(pm4.Packet(0xEE, 0))
 		ring.WaitHalt(t)
 		if !r.IVs.Wait(i, cptest.Timeout) {
 			t.Fatalf("halt %d: no IV", i)
@@ -374,7 +375,7 @@ func TestActivationsBounded(t *testing.T) {
 	st.armed.Store(true)
 	for i := 0; i < cp.MaxLivePerSlot; i++ {
 		ring := r.StartQueue(1, queueConfig(1))
-		ring.Submit(cptest.WriteMem(dataBase, uint32(i)))
+		ring.Submit(pm4.WriteMem(dataBase, uint32(i)))
 		st.wait(t)
 		r.WriteCP(abi.REG_CP_ENGINE_RESET, abi.REG_CP_ENGINE_RESET__COMPUTE_MASK)
 	}

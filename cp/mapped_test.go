@@ -11,6 +11,7 @@ import (
 	"vgpu/cp"
 	"vgpu/cp/cptest"
 	"vgpu/engine"
+	"vgpu/pm4"
 )
 
 // holdMem is the test memory with one write that blocks: the queue making it sits inside a
@@ -134,34 +135,34 @@ func TestPreemptResumeElsewhere(t *testing.T) {
 		rptr  uint64                          // expected saved ring rptr
 	}{
 		{"ring packet boundary", func(r *cptest.Rig, ring *cptest.Ring) {
-			ring.Emit(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0), cptest.WriteMem(d0, 1), cptest.WriteMem(hold, 2),
-				cptest.DispatchDirect(3, 1, 1), cptest.WriteMem(d1, 3), cptest.WriteMem(d2, 4), cptest.WriteMem(d3, 9))
-		}, func(cp.Image) cp.ExecState { return cp.ExecState{} }, uint64(len(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 10},
+			ring.Emit(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0), pm4.WriteMem(d0, 1), pm4.WriteMem(hold, 2),
+				pm4.DispatchDirect(3, 1, 1), pm4.WriteMem(d1, 3), pm4.WriteMem(d2, 4), pm4.WriteMem(d3, 9))
+		}, func(cp.Image) cp.ExecState { return cp.ExecState{} }, uint64(len(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 10},
 		{"inside IB1", func(r *cptest.Rig, ring *cptest.Ring) {
-			ring.Emit(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))
+			ring.Emit(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))
 			ib1 := cptest.NewIB(r.Mem, ib1VA)
-			ib1.Emit(cptest.WriteMem(d0, 1), cptest.WriteMem(hold, 2), cptest.DispatchDirect(3, 1, 1), cptest.WriteMem(d1, 3))
-			ring.Emit(cptest.IBCall(ib1), cptest.WriteMem(d2, 4), cptest.WriteMem(d3, 9))
+			ib1.Emit(pm4.WriteMem(d0, 1), pm4.WriteMem(hold, 2), pm4.DispatchDirect(3, 1, 1), pm4.WriteMem(d1, 3))
+			ring.Emit(cptest.IBCall(ib1), pm4.WriteMem(d2, 4), pm4.WriteMem(d3, 9))
 		}, func(cp.Image) cp.ExecState {
 			return cp.ExecState{Level: 1, IBCount: 1, IB: [cp.IBMaxDepth]cp.IBState{{Base: ib1VA, Size: 20, Pos: 10}}}
-		}, uint64(len(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 4},
+		}, uint64(len(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 4},
 		{"inside IB2", func(r *cptest.Rig, ring *cptest.Ring) {
-			ring.Emit(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))
+			ring.Emit(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))
 			ib2 := cptest.NewIB(r.Mem, ib2VA)
-			ib2.Emit(cptest.WriteMem(hold, 2), cptest.DispatchDirect(3, 1, 1), cptest.WriteMem(d1, 3))
+			ib2.Emit(pm4.WriteMem(hold, 2), pm4.DispatchDirect(3, 1, 1), pm4.WriteMem(d1, 3))
 			ib1 := cptest.NewIB(r.Mem, ib1VA)
-			ib1.Emit(cptest.WriteMem(d0, 1), cptest.IBCall(ib2), cptest.WriteMem(d2, 4))
-			ring.Emit(cptest.IBCall(ib1), cptest.WriteMem(d3, 9))
+			ib1.Emit(pm4.WriteMem(d0, 1), cptest.IBCall(ib2), pm4.WriteMem(d2, 4))
+			ring.Emit(cptest.IBCall(ib1), pm4.WriteMem(d3, 9))
 		}, func(cp.Image) cp.ExecState {
 			return cp.ExecState{Level: 2, IBCount: 2, IB: [cp.IBMaxDepth]cp.IBState{{Base: ib1VA, Size: 14, Pos: 9}, {Base: ib2VA, Size: 15, Pos: 5}}}
-		}, uint64(len(cptest.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 4},
+		}, uint64(len(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0))) + 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r, hm, nt := mapRig(t)
 			ring := guestRing(r, 1)
 			tc.build(r, ring)
-			ring.Emit(cptest.Fence(fenceVA, 7, 0x77, true))
+			ring.Emit(pm4.Fence(fenceVA, 7, 0x77, true))
 			w := ring.Wptr()
 			mustMap(t, r, 1, ringImage(1))
 			hm.hold(hold)
@@ -235,9 +236,9 @@ func TestPreemptDMAData(t *testing.T) {
 		pkt  []uint32
 		want func(off int) byte
 	}{
-		{"fill", cptest.DMAFill(dst, word, n), func(off int) byte { return byte(uint32(word) >> (8 * (off % 4))) }},
-		{"copy", cptest.DMACopy(dst, src, n), func(off int) byte { return byte(off*7 + off>>12) }},
-		{"fixed source", cptest.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_ADDR_L2, DstSel: abi.PM4_DMA_DATA_SEL_ADDR_L2,
+		{"fill", pm4.DMAFill(dst, word, n), func(off int) byte { return byte(uint32(word) >> (8 * (off % 4))) }},
+		{"copy", pm4.DMACopy(dst, src, n), func(off int) byte { return byte(off*7 + off>>12) }},
+		{"fixed source", pm4.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_ADDR_L2, DstSel: abi.PM4_DMA_DATA_SEL_ADDR_L2,
 			Src: src, Dst: dst, Count: n, SAIC: true}.Encode(), func(off int) byte { return byte(off%4*7 + 0) }},
 	}
 	for _, tc := range cases {
@@ -249,7 +250,7 @@ func TestPreemptDMAData(t *testing.T) {
 			}
 			r.Mem.SetBytes(src, pattern)
 			ring := guestRing(r, 1)
-			w := ring.Emit(tc.pkt, cptest.WriteMem(dataBase, 1))
+			w := ring.Emit(tc.pkt, pm4.WriteMem(dataBase, 1))
 			mustMap(t, r, 1, ringImage(1))
 			hm.hold(dst + 64<<10) // the second chunk
 			r.CP.Kick(1, w)
@@ -292,8 +293,8 @@ func TestPreemptParkedWait(t *testing.T) {
 		waitWritten bool
 		satisfy     func(r *cptest.Rig)
 	}{
-		{"memory wait", cptest.WaitMem(flag, 1), 0, false, func(r *cptest.Rig) { r.Mem.Store32(flag, 1) }},
-		{"write then wait", cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceReg,
+		{"memory wait", pm4.WaitMem(flag, 1), 0, false, func(r *cptest.Rig) { r.Mem.Store32(flag, 1) }},
+		{"write then wait", pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceReg,
 			Operation: abi.PM4_WAIT_REG_MEM_OPERATION_WRITE_WAIT, Reg1: scratch(0), Reg2: scratch(1), Ref: 5, Mask: ^uint32(0), Interval: 10}.Encode(),
 			1, true, func(r *cptest.Rig) { r.Regs.Set(scratch(1), 5) }},
 	}
@@ -301,7 +302,7 @@ func TestPreemptParkedWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _, nt := mapRig(t)
 			ring := guestRing(r, 1)
-			w := ring.Emit(tc.pkt, cptest.WriteMem(dataBase, 1))
+			w := ring.Emit(tc.pkt, pm4.WriteMem(dataBase, 1))
 			mustMap(t, r, 1, ringImage(1))
 			r.CP.Kick(1, w)
 			r.WaitState(t, 1, abi.HQD_STATE_WAITING)
@@ -376,12 +377,12 @@ func TestMappedDoorbellKickAndRegisters(t *testing.T) {
 	img := ringImage(2)
 	img.VMID = 0
 	mustMap(t, r, 3, img)
-	w := ring.Emit(cptest.WriteMem(dataBase, 1))
+	w := ring.Emit(pm4.WriteMem(dataBase, 1))
 	if !r.CP.Doorbell(queueConfig(2).Doorbell, w) {
 		t.Fatal("the doorbell missed the mapped queue")
 	}
 	waitDone(t, r, 3, w)
-	w = ring.Emit(cptest.WriteMem(dataBase+4, 2))
+	w = ring.Emit(pm4.WriteMem(dataBase+4, 2))
 	r.CP.Kick(3, w)
 	waitDone(t, r, 3, w)
 	r.CP.Kick(3, 1) // behind: ignored
@@ -425,7 +426,7 @@ func TestOwnedSlotsAndReset(t *testing.T) {
 	img := ringImage(3)
 	mustMap(t, r, 3, img)
 	ring := guestRing(r, 3)
-	w := ring.Emit(cptest.WriteMem(dataBase, 1))
+	w := ring.Emit(pm4.WriteMem(dataBase, 1))
 	before := r.CP.Stats().IgnoredWrites
 	r.WriteHQD(3, abi.REG_HQD_PQ_WPTR_LO, uint32(w))
 	r.WriteHQD(3, abi.REG_HQD_DEQUEUE_REQUEST, abi.HQD_DEQUEUE_RESET)
@@ -561,10 +562,10 @@ func TestProtectedFenceErrors(t *testing.T) {
 		code   uint32
 		mapped bool
 	}{
-		{"no fence address", 0, cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0), abi.CP_ERROR_BAD_PACKET, true},
-		{"register-activated queue", 0, cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0), abi.CP_ERROR_BAD_PACKET, false},
-		{"reserved payload", fenceVA, cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 1), abi.CP_ERROR_RESERVED_BITS, true},
-		{"COUNT 1", fenceVA, cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0, 0), abi.CP_ERROR_BAD_PACKET, true},
+		{"no fence address", 0, pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0), abi.CP_ERROR_BAD_PACKET, true},
+		{"register-activated queue", 0, pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0), abi.CP_ERROR_BAD_PACKET, false},
+		{"reserved payload", fenceVA, pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 1), abi.CP_ERROR_RESERVED_BITS, true},
+		{"COUNT 1", fenceVA, pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0, 0), abi.CP_ERROR_BAD_PACKET, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -610,7 +611,7 @@ func TestIdlePreemptAndSpareGoroutine(t *testing.T) {
 	mustMap(t, r, 1, imgs[0])
 	for i := 0; i < 20; i++ {
 		cur := i & 1
-		w := rings[cur].Emit(cptest.WriteMem(dataBase+uint64(cur)*4, uint32(i)))
+		w := rings[cur].Emit(pm4.WriteMem(dataBase+uint64(cur)*4, uint32(i)))
 		r.CP.Kick(1, w)
 		waitDone(t, r, 1, w)
 		r.CP.Preempt(1)

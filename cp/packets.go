@@ -85,13 +85,20 @@ func (q *queue) exec(op, hdr uint32, p []byte) error {
 		if count == 2 {
 			return badPacket("EVENT_WRITE with an address (a sampling event) is not supported")
 		}
-		return wantCount(count, 0)
+		if err := wantCount(count, 0); err != nil {
+			return err
+		}
+		return q.waitShaders(false) // CS_PARTIAL_FLUSH: the queue's dispatches complete first
 	case abi.PM4_IT_DMA_DATA:
 		return q.dmaData(count, p)
 	case abi.PM4_IT_INVALIDATE_TLBS:
 		return q.invalidateTLBs(count, p)
 	case abi.PM4_IT_DISPATCH_DIRECT:
 		return q.dispatchDirect(count, p)
+	case abi.PM4_IT_DISPATCH_INDIRECT:
+		return q.dispatchIndirect(count, p)
+	case abi.PM4_IT_SET_BASE:
+		return q.setBase(count, p)
 	case abi.PM4_IT_PROTECTED_FENCE_SIGNAL:
 		return q.protectedFence(count, p)
 	case abi.PM4_IT_PFP_SYNC_ME:
@@ -135,8 +142,8 @@ func (q *queue) setReg(count uint32, p []byte, base, end, reservedMask uint32) e
 	return nil
 }
 
-// setShReg is SET_SH_REG: COMPUTE_USER_DATA_0..15 are the queue's own state (the built-in
-// kernels' arguments); other SH registers (shader program, resources) are accepted and ignored.
+// setShReg is SET_SH_REG: COMPUTE_USER_DATA_0..15 and the shader dispatch registers
+// (shader.go) are the queue's own state; other SH registers are accepted and ignored.
 func (q *queue) setShReg(count uint32, p []byte) error {
 	d1 := dw(p, 1)
 	if d1&setShRegReserved != 0 {
@@ -152,6 +159,8 @@ func (q *queue) setShReg(count uint32, p []byte) error {
 	for i := uint32(0); i < count; i++ {
 		if r := off + i - abi.SH_COMPUTE_USER_DATA_0; r < abi.SH_COMPUTE_USER_DATA_COUNT {
 			q.userData[r] = dw(p, 2+int(i))
+		} else {
+			q.setSh(off+i, dw(p, 2+int(i)))
 		}
 	}
 	return nil
@@ -382,6 +391,13 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 	if dataSel != releaseDataNone && lo&uint32(n-1) != 0 {
 		return badPacket("RELEASE_MEM address not aligned to its data")
 	}
+	// An end-of-pipe event: the queue's dispatches complete before its cache actions and data.
+	if err := q.waitShaders(false); err != nil {
+		return err
+	}
+	if d1&(abi.PM4_RELEASE_MEM_GCR_GLV_INV_MASK|abi.PM4_RELEASE_MEM_GCR_GL1_INV_MASK) != 0 && q.c.compute != nil {
+		q.c.compute.InvalidateL0()
+	}
 	if err := q.cacheActions(d1&abi.PM4_RELEASE_MEM_GCR_GL2_WB_MASK != 0, d1&abi.PM4_RELEASE_MEM_GCR_GL2_INV_MASK != 0,
 		d1&abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK != 0, 0, engine.CacheAll); err != nil {
 		return err
@@ -423,6 +439,9 @@ func (q *queue) acquireMem(count uint32, p []byte) error {
 	gcr := dw(p, 7)
 	if gcr&acquireGCRReserved != 0 {
 		return reserved("ACQUIRE_MEM GCR_CNTL [31:19]")
+	}
+	if gcr&(abi.PM4_ACQUIRE_MEM_GCR_GLV_INV_MASK|abi.PM4_ACQUIRE_MEM_GCR_GL1_INV_MASK) != 0 && q.c.compute != nil {
+		q.c.compute.InvalidateL0() // the compute units' L0s (GLV, the vector L0, and GL1)
 	}
 	va, size := uint64(0), engine.CacheAll
 	sizeLo, sizeHi := dw(p, 2), dw(p, 3)&0xFF
@@ -738,17 +757,19 @@ func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, 
 	return nil
 }
 
-// dispatchDirect is DISPATCH_DIRECT: DIM_X*DIM_Y*DIM_Z workgroups of the built-in kernel
-// named by COMPUTE_USER_DATA_0. Kernels access memory through L2, as shaders do.
+// dispatchDirect is DISPATCH_DIRECT: DIM_X*DIM_Y*DIM_Z workgroups of the shader at
+// COMPUTE_PGM (shader.go), or with COMPUTE_PGM 0 of the built-in kernel named by
+// COMPUTE_USER_DATA_0.
 func (q *queue) dispatchDirect(count uint32, p []byte) error {
 	if err := wantCount(count, 3); err != nil {
 		return err
 	}
-	x, y, z := uint64(dw(p, 1)), uint64(dw(p, 2)), uint64(dw(p, 3))
-	if x > MaxDispatchGroups || y > MaxDispatchGroups || z > MaxDispatchGroups || x*y*z > MaxDispatchGroups {
-		return badPacket("DISPATCH_DIRECT: more than MaxDispatchGroups workgroups")
-	}
-	groups := x * y * z
+	return q.dispatch(dw(p, 1), dw(p, 2), dw(p, 3))
+}
+
+// kernel runs groups workgroups of the built-in kernel COMPUTE_USER_DATA_0 names, to
+// completion. Kernels access memory through L2, as shaders do.
+func (q *queue) kernel(groups uint64) error {
 	ud := &q.userData
 	kernel := ud[0]
 	switch kernel {

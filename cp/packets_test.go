@@ -9,6 +9,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // pktCase is one packet behaviour: packets run on a fresh queue; either the queue drains
@@ -102,60 +103,60 @@ func runPktCases(t *testing.T, cases []pktCase) {
 
 func TestNopAndFillers(t *testing.T) {
 	runPktCases(t, []pktCase{
-		{name: "nop-one-dword", pkts: [][]uint32{cptest.Nop(1), cptest.Nop(1), cptest.WriteMem(dataBase, 1)},
+		{name: "nop-one-dword", pkts: [][]uint32{pm4.Nop(1), pm4.Nop(1), pm4.WriteMem(dataBase, 1)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 1) }},
 		{name: "nop-skips-payload", pkts: [][]uint32{
 			// The payload of a big NOP looks like garbage packets: it must not be decoded.
-			append(cptest.Nop(1)[:0:0], append([]uint32{cptest.Header(abi.PM4_IT_NOP, 3)}, 0xFFFFFFFF, 0, 0x12345678)...),
-			cptest.WriteMem(dataBase, 2)},
+			append(pm4.Nop(1)[:0:0], append([]uint32{pm4.Header(abi.PM4_IT_NOP, 3)}, 0xFFFFFFFF, 0, 0x12345678)...),
+			pm4.WriteMem(dataBase, 2)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 2) }},
-		{name: "nop-large", pkts: [][]uint32{cptest.Nop(1500), cptest.WriteMem(dataBase, 3)},
+		{name: "nop-large", pkts: [][]uint32{pm4.Nop(1500), pm4.WriteMem(dataBase, 3)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 3) }},
-		{name: "type2", pkts: [][]uint32{cptest.Type2(), cptest.Type2(), cptest.WriteMem(dataBase, 4)},
+		{name: "type2", pkts: [][]uint32{pm4.Type2(), pm4.Type2(), pm4.WriteMem(dataBase, 4)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 4) }},
-		{name: "type0", pkts: [][]uint32{cptest.Nop(1), {0x00010000, 1, 2}}, wantErr: abi.CP_ERROR_BAD_OPCODE},
+		{name: "type0", pkts: [][]uint32{pm4.Nop(1), {0x00010000, 1, 2}}, wantErr: abi.CP_ERROR_BAD_OPCODE},
 		{name: "type1", pkts: [][]uint32{{0x40000000}}, wantErr: abi.CP_ERROR_BAD_OPCODE},
-		{name: "unknown-opcode", pkts: [][]uint32{cptest.WriteMem(dataBase, 5), cptest.Packet(0xEE, 0)},
+		{name: "unknown-opcode", pkts: [][]uint32{pm4.WriteMem(dataBase, 5), pm4.Packet(0xEE, 0)},
 			wantErr: abi.CP_ERROR_BAD_OPCODE},
-		{name: "header-reserved", pkts: [][]uint32{or(cptest.WriteMem(dataBase, 5), 0, 0x4)},
+		{name: "header-reserved", pkts: [][]uint32{or(pm4.WriteMem(dataBase, 5), 0, 0x4)},
 			wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "shader-type-and-predicate-accepted", pkts: [][]uint32{or(cptest.WriteMem(dataBase, 6), 0, 3)},
+		{name: "shader-type-and-predicate-accepted", pkts: [][]uint32{or(pm4.WriteMem(dataBase, 6), 0, 3)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 6) }},
 	})
 }
 
 func TestSetReg(t *testing.T) {
 	runPktCases(t, []pktCase{
-		{name: "uconfig-scratch", pkts: [][]uint32{cptest.SetUConfigReg(scratchOff, 0xDEADBEEF, 7, 8)},
+		{name: "uconfig-scratch", pkts: [][]uint32{pm4.SetUConfigReg(scratchOff, 0xDEADBEEF, 7, 8)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantReg(t, r, scratch(0), 0xDEADBEEF)
 				wantReg(t, r, scratch(1), 7)
 				wantReg(t, r, scratch(2), 8)
 			}},
-		{name: "config-scratch", pkts: [][]uint32{cptest.SetConfigReg(0, 1, 2, 3, 4, 5, 6, 7, 8)},
+		{name: "config-scratch", pkts: [][]uint32{pm4.SetConfigReg(0, 1, 2, 3, 4, 5, 6, 7, 8)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				for i := uint32(0); i < 8; i++ {
 					wantReg(t, r, abi.REG_CONFIG_SCRATCH_0/4+i, i+1)
 				}
 			}},
-		{name: "uconfig-index-bits-accepted", pkts: [][]uint32{or(cptest.SetUConfigReg(scratchOff, 9), 1, 0xF0000000)},
+		{name: "uconfig-index-bits-accepted", pkts: [][]uint32{or(pm4.SetUConfigReg(scratchOff, 9), 1, 0xF0000000)},
 			check: func(t *testing.T, r *cptest.Rig) { wantReg(t, r, scratch(0), 9) }},
-		{name: "uconfig-last-register", pkts: [][]uint32{cptest.SetUConfigReg(abi.PM4_SPACE_UCONFIG_END-abi.PM4_SPACE_UCONFIG_BASE-1, 5)},
+		{name: "uconfig-last-register", pkts: [][]uint32{pm4.SetUConfigReg(abi.PM4_SPACE_UCONFIG_END-abi.PM4_SPACE_UCONFIG_BASE-1, 5)},
 			check: func(t *testing.T, r *cptest.Rig) { wantReg(t, r, abi.PM4_SPACE_UCONFIG_END-1, 5) }},
-		{name: "uconfig-beyond-space", pkts: [][]uint32{cptest.SetUConfigReg(abi.PM4_SPACE_UCONFIG_END-abi.PM4_SPACE_UCONFIG_BASE-1, 5, 6)},
+		{name: "uconfig-beyond-space", pkts: [][]uint32{pm4.SetUConfigReg(abi.PM4_SPACE_UCONFIG_END-abi.PM4_SPACE_UCONFIG_BASE-1, 5, 6)},
 			wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "config-beyond-space", pkts: [][]uint32{cptest.SetConfigReg(0xFFFF, 5)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "uconfig-reserved", pkts: [][]uint32{or(cptest.SetUConfigReg(scratchOff, 5), 1, 1<<16)},
+		{name: "config-beyond-space", pkts: [][]uint32{pm4.SetConfigReg(0xFFFF, 5)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
+		{name: "uconfig-reserved", pkts: [][]uint32{or(pm4.SetUConfigReg(scratchOff, 5), 1, 1<<16)},
 			wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "uconfig-no-values", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_SET_UCONFIG_REG, scratchOff)},
+		{name: "uconfig-no-values", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_SET_UCONFIG_REG, scratchOff)},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "refused-register",
 			setup: func(r *cptest.Rig) { r.Regs.Deny = func(reg uint32) bool { return reg == scratch(1) } },
-			pkts:  [][]uint32{cptest.SetUConfigReg(scratchOff+1, 5)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
+			pkts:  [][]uint32{pm4.SetUConfigReg(scratchOff+1, 5)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
 		{name: "sh-user-data-then-fill", pkts: [][]uint32{
-			cptest.SetShReg(0x10, 1, 2, 3), // not user data: accepted, ignored
-			cptest.Kernel(abi.KERNEL_FILL, dataBase, 0, 0xAB),
-			cptest.DispatchDirect(1, 1, 1)},
+			pm4.SetShReg(0x10, 1, 2, 3), // not user data: accepted, ignored
+			pm4.Kernel(abi.KERNEL_FILL, dataBase, 0, 0xAB),
+			pm4.DispatchDirect(1, 1, 1)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dataBase, 0xAB)
 				wantMem32(t, r, dataBase+abi.KERNEL_GROUP_DWORDS*4-4, 0xAB)
@@ -164,11 +165,11 @@ func TestSetReg(t *testing.T) {
 					t.Errorf("SET_SH_REG reached %d MMIO registers", n)
 				}
 			}},
-		{name: "sh-beyond-space", pkts: [][]uint32{cptest.SetShReg(abi.PM4_SPACE_SH_END-abi.PM4_SPACE_SH_BASE-1, 1, 2)},
+		{name: "sh-beyond-space", pkts: [][]uint32{pm4.SetShReg(abi.PM4_SPACE_SH_END-abi.PM4_SPACE_SH_BASE-1, 1, 2)},
 			wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "sh-reserved", pkts: [][]uint32{or(cptest.SetShReg(abi.SH_COMPUTE_USER_DATA_0, 1), 1, 1<<16)},
+		{name: "sh-reserved", pkts: [][]uint32{or(pm4.SetShReg(abi.SH_COMPUTE_USER_DATA_0, 1), 1, 1<<16)},
 			wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "sh-vmid-shift-and-index-accepted", pkts: [][]uint32{or(cptest.SetShReg(abi.SH_COMPUTE_USER_DATA_0, 1), 1, 0xF<<23)}},
+		{name: "sh-vmid-shift-and-index-accepted", pkts: [][]uint32{or(pm4.SetShReg(abi.SH_COMPUTE_USER_DATA_0, 1), 1, 0xF<<23)}},
 	})
 }
 
@@ -184,14 +185,14 @@ func TestWriteData(t *testing.T) {
 	}
 	trace := func(r *cptest.Rig) { r.Mem.SetTrace(true) }
 	runPktCases(t, []pktCase{
-		{name: "mem-dst5", setup: trace, pkts: [][]uint32{cptest.WriteMem(dataBase, 1, 2, 3, 4)},
+		{name: "mem-dst5", setup: trace, pkts: [][]uint32{pm4.WriteMem(dataBase, 1, 2, 3, 4)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dataBase, 1, 2, 3, 4)
 				if bypassOf(t, r, dataBase) {
 					t.Error("LRU write bypassed L2")
 				}
 			}},
-		{name: "mem-dst5-bypass", setup: trace, pkts: [][]uint32{cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: dataBase,
+		{name: "mem-dst5-bypass", setup: trace, pkts: [][]uint32{pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: dataBase,
 			CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{9}}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dataBase, 9)
@@ -199,7 +200,7 @@ func TestWriteData(t *testing.T) {
 					t.Error("BYPASS write went through L2")
 				}
 			}},
-		{name: "mem-dst1-bypass", setup: trace, pkts: [][]uint32{cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM_GRBM, Addr: dataBase + 4,
+		{name: "mem-dst1-bypass", setup: trace, pkts: [][]uint32{pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM_GRBM, Addr: dataBase + 4,
 			CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{10}}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dataBase+4, 10)
@@ -207,7 +208,7 @@ func TestWriteData(t *testing.T) {
 					t.Error("BYPASS write went through L2")
 				}
 			}},
-		{name: "mem-dst2-always-l2", setup: trace, pkts: [][]uint32{cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: dataBase + 8,
+		{name: "mem-dst2-always-l2", setup: trace, pkts: [][]uint32{pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: dataBase + 8,
 			CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{11}}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dataBase+8, 11)
@@ -215,16 +216,16 @@ func TestWriteData(t *testing.T) {
 					t.Error("TC_L2 write bypassed L2")
 				}
 			}},
-		{name: "mem-one-addr", pkts: [][]uint32{cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: dataBase, OneAddr: true,
+		{name: "mem-one-addr", pkts: [][]uint32{pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: dataBase, OneAddr: true,
 			Data: []uint32{1, 2, 3}}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 3, 0) }},
-		{name: "mem-64bit-address", pkts: [][]uint32{cptest.WriteMem(1<<40, 1)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: 1 << 40},
-		{name: "reg-consecutive", pkts: [][]uint32{cptest.WriteReg(scratch(0), 4, 5, 6)},
+		{name: "mem-64bit-address", pkts: [][]uint32{pm4.WriteMem(1<<40, 1)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: 1 << 40},
+		{name: "reg-consecutive", pkts: [][]uint32{pm4.WriteReg(scratch(0), 4, 5, 6)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantReg(t, r, scratch(0), 4)
 				wantReg(t, r, scratch(2), 6)
 			}},
-		{name: "reg-one-addr", pkts: [][]uint32{cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_REG, Addr: uint64(scratch(3)), OneAddr: true,
+		{name: "reg-one-addr", pkts: [][]uint32{pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_REG, Addr: uint64(scratch(3)), OneAddr: true,
 			Data: []uint32{4, 5, 6}}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) {
 				want := []cptest.RegWrite{{Reg: scratch(3), Value: 4}, {Reg: scratch(3), Value: 5}, {Reg: scratch(3), Value: 6}}
@@ -232,22 +233,22 @@ func TestWriteData(t *testing.T) {
 					t.Errorf("writes = %v, want %v", got, want)
 				}
 			}},
-		{name: "reg-high-bits-reserved", pkts: [][]uint32{cptest.WriteReg(1<<18|scratch(0), 1)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "reg-beyond-bar", pkts: [][]uint32{cptest.WriteReg(cptest.RegisterCount, 1)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "misaligned", pkts: [][]uint32{cptest.WriteMem(dataBase+2, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "dst-gds", pkts: [][]uint32{cptest.WriteData{Dst: 3, Addr: dataBase, Data: []uint32{1}}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "no-data", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_WRITE_DATA, 5<<8, dataBase, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "dw1-reserved", pkts: [][]uint32{or(cptest.WriteMem(dataBase, 1), 1, 0x1000)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
+		{name: "reg-high-bits-reserved", pkts: [][]uint32{pm4.WriteReg(1<<18|scratch(0), 1)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
+		{name: "reg-beyond-bar", pkts: [][]uint32{pm4.WriteReg(cptest.RegisterCount, 1)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
+		{name: "misaligned", pkts: [][]uint32{pm4.WriteMem(dataBase+2, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "dst-gds", pkts: [][]uint32{pm4.WriteData{Dst: 3, Addr: dataBase, Data: []uint32{1}}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "no-data", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_WRITE_DATA, 5<<8, dataBase, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "dw1-reserved", pkts: [][]uint32{or(pm4.WriteMem(dataBase, 1), 1, 0x1000)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
 		{name: "fault", setup: func(r *cptest.Rig) { r.Mem.SetFault(dataBase, 1) },
-			pkts: [][]uint32{cptest.WriteMem(dataBase+16, 1)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: dataBase + 16},
+			pkts: [][]uint32{pm4.WriteMem(dataBase+16, 1)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: dataBase + 16},
 		{name: "broken", setup: func(r *cptest.Rig) { r.Mem.SetBroken(dataBase, 1) },
-			pkts: [][]uint32{cptest.WriteMem(dataBase+16, 1)}, wantErr: abi.CP_ERROR_MEMORY, errAddr: dataBase + 16},
+			pkts: [][]uint32{pm4.WriteMem(dataBase+16, 1)}, wantErr: abi.CP_ERROR_MEMORY, errAddr: dataBase + 16},
 	})
 }
 
 func TestCopyData(t *testing.T) {
 	c := func(src, dst uint32, s, d uint64, b64 bool) []uint32 {
-		return cptest.CopyData{SrcSel: src, DstSel: dst, Src: s, Dst: d, Bits64: b64}.Encode()
+		return pm4.CopyData{SrcSel: src, DstSel: dst, Src: s, Dst: d, Bits64: b64}.Encode()
 	}
 	const (
 		reg   = abi.PM4_COPY_DATA_SEL_REG
@@ -287,7 +288,7 @@ func TestCopyData(t *testing.T) {
 		{name: "misaligned-dst", pkts: [][]uint32{c(mem, mem, 0, dataBase+1, false)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "refused-reg", setup: func(r *cptest.Rig) { r.Regs.Deny = func(uint32) bool { return true } },
 			pkts: [][]uint32{c(reg, mem, uint64(scratch(0)), dataBase, false)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "wrong-count", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_COPY_DATA, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "wrong-count", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_COPY_DATA, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "misaligned-src", pkts: [][]uint32{c(l2, mem, dataBase+2, dataBase, false)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "src-fault", pkts: [][]uint32{c(l2, mem, memSize, dataBase, false)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize},
 		{name: "src-reg-reserved", pkts: [][]uint32{c(reg, mem, 1<<20, dataBase, false)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
@@ -303,29 +304,29 @@ func TestReleaseMem(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		pkt      cptest.ReleaseMem
+		pkt      pm4.ReleaseMem
 		wantMem  []uint32
 		wantIV   bool
 		wantPath []string
 	}{
-		{name: "data32-int2", pkt: cptest.ReleaseMem{GCR: cptest.FenceGCR, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS,
-			DataSel: cptest.Data32, IntSel: cptest.IntConfirm, Addr: fence, Data: 0xAAAABBBB_CCCCDDDD, CtxID: 0x1234},
+		{name: "data32-int2", pkt: pm4.ReleaseMem{GCR: pm4.FenceGCR, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS,
+			DataSel: pm4.Data32, IntSel: pm4.IntConfirm, Addr: fence, Data: 0xAAAABBBB_CCCCDDDD, CtxID: 0x1234},
 			wantMem: []uint32{0xCCCCDDDD, 0}, wantIV: true,
 			wantPath: []string{"cache WB 0x0+0xffffffffffffffff", "fence slot 1 " + hex(fence), "write " + hex(fence) + "+4 bypass=true data=0xccccdddd", "iv 0x1234"}},
-		{name: "data64-int1-l2", pkt: cptest.ReleaseMem{GCR: abi.PM4_RELEASE_MEM_GCR_GL2_WB_MASK | abi.PM4_RELEASE_MEM_GCR_GL2_INV_MASK,
-			DstSel: cptest.DstL2, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data64, IntSel: 1, Addr: fence, Data: 0xAAAABBBB_CCCCDDDD, CtxID: 7},
+		{name: "data64-int1-l2", pkt: pm4.ReleaseMem{GCR: abi.PM4_RELEASE_MEM_GCR_GL2_WB_MASK | abi.PM4_RELEASE_MEM_GCR_GL2_INV_MASK,
+			DstSel: pm4.DstL2, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data64, IntSel: 1, Addr: fence, Data: 0xAAAABBBB_CCCCDDDD, CtxID: 7},
 			wantMem: []uint32{0xCCCCDDDD, 0xAAAABBBB}, wantIV: true,
 			wantPath: []string{"cache WB_INV 0x0+0xffffffffffffffff", "fence slot 1 " + hex(fence), "write " + hex(fence) + "+8 bypass=false data=0xaaaabbbbccccdddd", "iv 0x7"}},
-		{name: "gpu-clock-no-int", pkt: cptest.ReleaseMem{DataSel: cptest.DataGPUClock, Addr: fence},
+		{name: "gpu-clock-no-int", pkt: pm4.ReleaseMem{DataSel: pm4.DataGPUClock, Addr: fence},
 			wantMem:  []uint32{0x33334444, 0x11112222},
 			wantPath: []string{"fence slot 1 " + hex(fence), "write " + hex(fence) + "+8 bypass=false data=0x1111222233334444"}},
-		{name: "system-clock", pkt: cptest.ReleaseMem{DataSel: cptest.DataSysClock, Addr: fence, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS},
+		{name: "system-clock", pkt: pm4.ReleaseMem{DataSel: pm4.DataSysClock, Addr: fence, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS},
 			wantMem:  []uint32{0x77778888, 0x55556666},
 			wantPath: []string{"fence slot 1 " + hex(fence), "write " + hex(fence) + "+8 bypass=true data=0x5555666677778888"}},
-		{name: "interrupt-only-discard", pkt: cptest.ReleaseMem{GCR: abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK, IntSel: 1, CtxID: 9},
+		{name: "interrupt-only-discard", pkt: pm4.ReleaseMem{GCR: abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK, IntSel: 1, CtxID: 9},
 			wantMem: []uint32{0, 0}, wantIV: true,
 			wantPath: []string{"cache DISCARD 0x0+0xffffffffffffffff", "iv 0x9"}},
-		{name: "nothing", pkt: cptest.ReleaseMem{Addr: fence}, wantMem: []uint32{0, 0}},
+		{name: "nothing", pkt: pm4.ReleaseMem{Addr: fence}, wantMem: []uint32{0, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,13 +364,13 @@ func TestReleaseMem(t *testing.T) {
 		})
 	}
 	runPktCases(t, []pktCase{
-		{name: "misaligned-64", pkts: [][]uint32{cptest.ReleaseMem{DataSel: cptest.Data64, Addr: fence + 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "misaligned-32", pkts: [][]uint32{cptest.ReleaseMem{DataSel: cptest.Data32, Addr: fence + 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "data-sel-5", pkts: [][]uint32{cptest.ReleaseMem{DataSel: 5, Addr: fence}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "int-sel-3", pkts: [][]uint32{cptest.ReleaseMem{IntSel: 3}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "dst-sel-2", pkts: [][]uint32{cptest.ReleaseMem{DstSel: 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "short", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_RELEASE_MEM, 0, 0, 0, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "fault", pkts: [][]uint32{cptest.Fence(memSize, 1, 0, true)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize},
+		{name: "misaligned-64", pkts: [][]uint32{pm4.ReleaseMem{DataSel: pm4.Data64, Addr: fence + 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "misaligned-32", pkts: [][]uint32{pm4.ReleaseMem{DataSel: pm4.Data32, Addr: fence + 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "data-sel-5", pkts: [][]uint32{pm4.ReleaseMem{DataSel: 5, Addr: fence}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "int-sel-3", pkts: [][]uint32{pm4.ReleaseMem{IntSel: 3}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "dst-sel-2", pkts: [][]uint32{pm4.ReleaseMem{DstSel: 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "short", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_RELEASE_MEM, 0, 0, 0, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "fault", pkts: [][]uint32{pm4.Fence(memSize, 1, 0, true)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize},
 	})
 }
 
@@ -378,21 +379,21 @@ func TestAcquireMem(t *testing.T) {
 	const ranged = 2 << abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE__SHIFT
 	cases := []struct {
 		name string
-		pkt  cptest.AcquireMem
+		pkt  pm4.AcquireMem
 		want []string
 	}{
-		{"all-amdgpu", cptest.AcquireMem{GCR: wbinv | 0x3F3, Size: cptest.SizeAll}, []string{"cache WB_INV 0x0+0xffffffffffffffff"}},
-		{"wb-only", cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK}, []string{"cache WB 0x0+0xffffffffffffffff"}},
-		{"inv-range", cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_INV_MASK | ranged, Base: 0x1234, Size: 3},
+		{"all-amdgpu", pm4.AcquireMem{GCR: wbinv | 0x3F3, Size: pm4.SizeAll}, []string{"cache WB_INV 0x0+0xffffffffffffffff"}},
+		{"wb-only", pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK}, []string{"cache WB 0x0+0xffffffffffffffff"}},
+		{"inv-range", pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_INV_MASK | ranged, Base: 0x1234, Size: 3},
 			[]string{"cache INV 0x123400+0x300"}},
-		{"range-high-bits", cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK | ranged, Base: 0x12_00000001, Size: 0x1_00000000},
+		{"range-high-bits", pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK | ranged, Base: 0x12_00000001, Size: 0x1_00000000},
 			[]string{"cache WB 0x120000000100+0x10000000000"}},
-		{"range-all-ones-is-all", cptest.AcquireMem{GCR: wbinv | ranged, Base: 0x1234, Size: cptest.SizeAll},
+		{"range-all-ones-is-all", pm4.AcquireMem{GCR: wbinv | ranged, Base: 0x1234, Size: pm4.SizeAll},
 			[]string{"cache WB_INV 0x0+0xffffffffffffffff"}},
-		{"range-empty", cptest.AcquireMem{GCR: wbinv | ranged, Base: 0x1234, Size: 0}, nil},
-		{"discard", cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_DISCARD_MASK | ranged, Base: 1, Size: 1},
+		{"range-empty", pm4.AcquireMem{GCR: wbinv | ranged, Base: 0x1234, Size: 0}, nil},
+		{"discard", pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_DISCARD_MASK | ranged, Base: 1, Size: 1},
 			[]string{"cache DISCARD 0x100+0x100"}},
-		{"no-gl2-bits", cptest.AcquireMem{GCR: 0x3F3}, nil},
+		{"no-gl2-bits", pm4.AcquireMem{GCR: 0x3F3}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,24 +414,24 @@ func TestAcquireMem(t *testing.T) {
 		})
 	}
 	runPktCases(t, []pktCase{
-		{name: "reserved", pkts: [][]uint32{cptest.AcquireMem{GCR: 1 << 19}.Encode()}, wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "gfx9-count", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_ACQUIRE_MEM, 0, 0, 0, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "reserved", pkts: [][]uint32{pm4.AcquireMem{GCR: 1 << 19}.Encode()}, wantErr: abi.CP_ERROR_RESERVED_BITS},
+		{name: "gfx9-count", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_ACQUIRE_MEM, 0, 0, 0, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 	})
 }
 
 func TestEventWriteAndPfpSyncMe(t *testing.T) {
 	runPktCases(t, []pktCase{
-		{name: "cs-partial-flush", pkts: [][]uint32{cptest.WriteMem(dataBase, 1), cptest.CSPartialFlush(), cptest.WriteMem(dataBase+4, 2)},
+		{name: "cs-partial-flush", pkts: [][]uint32{pm4.WriteMem(dataBase, 1), pm4.CSPartialFlush(), pm4.WriteMem(dataBase+4, 2)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 1, 2) }},
 		// Sampling events carry an address there is nothing to write to: refused.
-		{name: "sampling-event-with-address", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 0x28|5<<8, uint32(dataBase), 0)},
+		{name: "sampling-event-with-address", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_EVENT_WRITE, 0x28|5<<8, uint32(dataBase), 0)},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "event-count-3", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "event-count-1", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "pfp-sync-me-gfx", gfx: true, pkts: [][]uint32{cptest.PfpSyncMe(), cptest.WriteMem(dataBase, 3)},
+		{name: "event-count-3", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "event-count-1", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_EVENT_WRITE, 7, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "pfp-sync-me-gfx", gfx: true, pkts: [][]uint32{pm4.PfpSyncMe(), pm4.WriteMem(dataBase, 3)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dataBase, 3) }},
-		{name: "pfp-sync-me-compute", pkts: [][]uint32{cptest.PfpSyncMe()}, wantErr: abi.CP_ERROR_BAD_OPCODE},
-		{name: "pfp-sync-me-reserved", gfx: true, pkts: [][]uint32{cptest.Packet(abi.PM4_IT_PFP_SYNC_ME, 1)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
+		{name: "pfp-sync-me-compute", pkts: [][]uint32{pm4.PfpSyncMe()}, wantErr: abi.CP_ERROR_BAD_OPCODE},
+		{name: "pfp-sync-me-reserved", gfx: true, pkts: [][]uint32{pm4.Packet(abi.PM4_IT_PFP_SYNC_ME, 1)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
 	})
 }
 
@@ -468,34 +469,34 @@ func TestDMAData(t *testing.T) {
 	}
 	l2 := uint32(abi.PM4_DMA_DATA_SEL_ADDR_L2)
 	cases := []pktCase{
-		{name: "fill-7", pkts: [][]uint32{cptest.DMAFill(dst, 0x44332211, 7)}, check: wantFill(0x44332211, 7)},
-		{name: "fill-crosses-chunks", pkts: [][]uint32{cptest.DMAFill(dst, 0xA1B2C3D4, 200003)}, check: wantFill(0xA1B2C3D4, 200003)},
-		{name: "fill-zero-bytes", pkts: [][]uint32{cptest.DMAFill(dst, 1, 0)}, check: wantFill(0, 0)},
-		{name: "copy-direct", setup: pattern, pkts: [][]uint32{cptest.DMAData{Src: src, Dst: dst, Count: 4096}.Encode()}, check: wantCopy(4096, true)},
-		{name: "copy-saic", setup: pattern, pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src + 4, Dst: dst, Count: 12, SAIC: true}.Encode()},
+		{name: "fill-7", pkts: [][]uint32{pm4.DMAFill(dst, 0x44332211, 7)}, check: wantFill(0x44332211, 7)},
+		{name: "fill-crosses-chunks", pkts: [][]uint32{pm4.DMAFill(dst, 0xA1B2C3D4, 200003)}, check: wantFill(0xA1B2C3D4, 200003)},
+		{name: "fill-zero-bytes", pkts: [][]uint32{pm4.DMAFill(dst, 1, 0)}, check: wantFill(0, 0)},
+		{name: "copy-direct", setup: pattern, pkts: [][]uint32{pm4.DMAData{Src: src, Dst: dst, Count: 4096}.Encode()}, check: wantCopy(4096, true)},
+		{name: "copy-saic", setup: pattern, pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src + 4, Dst: dst, Count: 12, SAIC: true}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) {
 				v := r.Mem.Load32(src + 4)
 				wantMem32(t, r, dst, v, v, v, 0)
 			}},
-		{name: "copy-daic", setup: pattern, pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 16, DAIC: true}.Encode()},
+		{name: "copy-daic", setup: pattern, pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 16, DAIC: true}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dst, r.Mem.Load32(src+12), 0) }},
-		{name: "fill-daic", pkts: [][]uint32{cptest.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_DATA, DstSel: l2, Src: 5, Dst: dst, Count: 64, DAIC: true}.Encode()},
+		{name: "fill-daic", pkts: [][]uint32{pm4.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_DATA, DstSel: l2, Src: 5, Dst: dst, Count: 64, DAIC: true}.Encode()},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dst, 5, 0) }},
-		{name: "saic-partial", pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 6, SAIC: true}.Encode()},
+		{name: "saic-partial", pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 6, SAIC: true}.Encode()},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "sas", pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 4, SAS: true}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "das", pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 4, DAS: true}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "src-gds", pkts: [][]uint32{cptest.DMAData{SrcSel: 1, DstSel: l2, Src: src, Dst: dst, Count: 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "dst-gds", pkts: [][]uint32{cptest.DMAData{SrcSel: l2, DstSel: 1, Src: src, Dst: dst, Count: 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "wraps", pkts: [][]uint32{cptest.DMACopy(^uint64(0)-2, src, 8)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "sas", pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 4, SAS: true}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "das", pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: l2, Src: src, Dst: dst, Count: 4, DAS: true}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "src-gds", pkts: [][]uint32{pm4.DMAData{SrcSel: 1, DstSel: l2, Src: src, Dst: dst, Count: 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "dst-gds", pkts: [][]uint32{pm4.DMAData{SrcSel: l2, DstSel: 1, Src: src, Dst: dst, Count: 4}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "wraps", pkts: [][]uint32{pm4.DMACopy(^uint64(0)-2, src, 8)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 		{name: "dst-fault-second-chunk", setup: func(r *cptest.Rig) { r.Mem.SetFault(dst+0x10000, 1) },
-			pkts: [][]uint32{cptest.DMACopy(dst, src, 0x20000)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: dst + 0x10000},
+			pkts: [][]uint32{pm4.DMACopy(dst, src, 0x20000)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: dst + 0x10000},
 		{name: "src-broken", setup: func(r *cptest.Rig) { r.Mem.SetBroken(src, 1) },
-			pkts: [][]uint32{cptest.DMACopy(dst, src, 16)}, wantErr: abi.CP_ERROR_MEMORY, errAddr: src},
+			pkts: [][]uint32{pm4.DMACopy(dst, src, 16)}, wantErr: abi.CP_ERROR_MEMORY, errAddr: src},
 	}
 	for _, n := range []int{1, 3, 4, 13, 4097, 65536, 65537, 0x90000} {
 		cases = append(cases, pktCase{name: "copy-" + hex(uint64(n)), setup: pattern,
-			pkts: [][]uint32{cptest.DMACopy(dst, src, uint32(n))}, check: wantCopy(n, true)})
+			pkts: [][]uint32{pm4.DMACopy(dst, src, uint32(n))}, check: wantCopy(n, true)})
 	}
 	runPktCases(t, cases)
 }
@@ -509,12 +510,12 @@ func TestDispatchDirect(t *testing.T) {
 		}
 	}
 	runPktCases(t, []pktCase{
-		{name: "fill", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, dst, 0, 0x5A5A5A5A), cptest.DispatchDirect(2, 1, 1)},
+		{name: "fill", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, dst, 0, 0x5A5A5A5A), pm4.DispatchDirect(2, 1, 1)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				wantMem32(t, r, dst, 0x5A5A5A5A)
 				wantMem32(t, r, dst+2*g*4-4, 0x5A5A5A5A, 0)
 			}},
-		{name: "copy", setup: pattern, pkts: [][]uint32{cptest.Kernel(abi.KERNEL_COPY, dst, src, 0), cptest.DispatchDirect(1, 2, 3)},
+		{name: "copy", setup: pattern, pkts: [][]uint32{pm4.Kernel(abi.KERNEL_COPY, dst, src, 0), pm4.DispatchDirect(1, 2, 3)},
 			check: func(t *testing.T, r *cptest.Rig) {
 				if !bytes.Equal(r.Mem.Bytes(dst, 6*g*4), r.Mem.Bytes(src, 6*g*4)) {
 					t.Error("copy kernel output differs")
@@ -522,21 +523,21 @@ func TestDispatchDirect(t *testing.T) {
 				wantMem32(t, r, dst+6*g*4, 0)
 			}},
 		{name: "increment", setup: func(r *cptest.Rig) { r.Mem.Store32(dst, 100) },
-			pkts: [][]uint32{cptest.Kernel(abi.KERNEL_INCREMENT, dst, 0, 0), cptest.DispatchDirect(2, 3, 1),
-				cptest.DispatchDirect(1, 1, 1), cptest.DispatchDirect(0, 5, 5)},
+			pkts: [][]uint32{pm4.Kernel(abi.KERNEL_INCREMENT, dst, 0, 0), pm4.DispatchDirect(2, 3, 1),
+				pm4.DispatchDirect(1, 1, 1), pm4.DispatchDirect(0, 5, 5)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dst, 107) }},
-		{name: "zero-groups", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, dst, 0, 1), cptest.DispatchDirect(0, 1, 1)},
+		{name: "zero-groups", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, dst, 0, 1), pm4.DispatchDirect(0, 1, 1)},
 			check: func(t *testing.T, r *cptest.Rig) { wantMem32(t, r, dst, 0) }},
-		{name: "kernel-none", pkts: [][]uint32{cptest.DispatchDirect(1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "kernel-unknown", pkts: [][]uint32{cptest.Kernel(99, dst, 0, 0), cptest.DispatchDirect(1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "too-many-groups", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, dst, 0, 0), cptest.DispatchDirect(1<<10, 1<<10, 2)},
+		{name: "kernel-none", pkts: [][]uint32{pm4.DispatchDirect(1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "kernel-unknown", pkts: [][]uint32{pm4.Kernel(99, dst, 0, 0), pm4.DispatchDirect(1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "too-many-groups", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, dst, 0, 0), pm4.DispatchDirect(1<<10, 1<<10, 2)},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "huge-dims", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, dst, 0, 0), cptest.DispatchDirect(0xFFFFFFFF, 0xFFFFFFFF, 0)},
+		{name: "huge-dims", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, dst, 0, 0), pm4.DispatchDirect(0xFFFFFFFF, 0xFFFFFFFF, 0)},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "misaligned", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_INCREMENT, dst+2, 0, 0), cptest.DispatchDirect(1, 1, 1)},
+		{name: "misaligned", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_INCREMENT, dst+2, 0, 0), pm4.DispatchDirect(1, 1, 1)},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "fill-fault", pkts: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, memSize-128, 0, 0), cptest.DispatchDirect(1, 1, 1)},
+		{name: "fill-fault", pkts: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, memSize-128, 0, 0), pm4.DispatchDirect(1, 1, 1)},
 			wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize - 128},
-		{name: "wrong-count", pkts: [][]uint32{cptest.Packet(abi.PM4_IT_DISPATCH_DIRECT, 1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "wrong-count", pkts: [][]uint32{pm4.Packet(abi.PM4_IT_DISPATCH_DIRECT, 1, 1, 1)}, wantErr: abi.CP_ERROR_BAD_PACKET},
 	})
 }

@@ -75,9 +75,13 @@ type queue struct {
 	level     int
 	ibCount   int // IB starts since the last ring-level INDIRECT_BUFFER
 	userData  [abi.SH_COMPUTE_USER_DATA_COUNT]uint32
-	count     uint64 // packets executed, not yet added to CP.packets
-	reported  uint64 // last rptr written to PQ_RPTR_REPORT_ADDR
-	stuck     bool   // the packet at rptr extends past stuckWptr: wait for more
+	sh        shRegs      // shader dispatch registers (shader.go)
+	runs      []inflight  // its shader dispatches not yet seen ended, oldest first
+	pgmBuf    []byte      // program fetch buffer
+	lastProg  lastProgram // the last shader decoded
+	count     uint64      // packets executed, not yet added to CP.packets
+	reported  uint64      // last rptr written to PQ_RPTR_REPORT_ADDR
+	stuck     bool        // the packet at rptr extends past stuckWptr: wait for more
 	stuckWptr uint64
 	timer     *time.Timer // created on first use (wptr polling, parked waits)
 	// Execution state a mapped queue saves and restores (mapped.go): the interrupted
@@ -184,6 +188,7 @@ func (q *queue) runActivation() {
 		return
 	}
 	defer q.exit()
+	defer q.endShaders() // before exit: a drain lets the dispatches finish, a reset kills them
 	if q.asleep.Load() != 0 && !q.asleep.CompareAndSwap(asleepIdle, 0) {
 		return // mapped idle (mapped.go), and Preempt stopped it before it ever ran
 	}
@@ -199,10 +204,24 @@ func (q *queue) runActivation() {
 			}
 			q.wptr.Store(binary.LittleEndian.Uint64(q.pollBuf[:]))
 		}
+		if len(q.runs) > 0 {
+			if err := q.reapShaders(); err != nil {
+				q.halt(err, 0, 0)
+				return
+			}
+		}
 		w := q.wptr.Load()
 		ahead := w - ring.pos
 		// A wptr behind rptr is not work: it is what a 64-bit PQ_WPTR written low half first
 		// looks like between the two writes when the high half changes, so it waits.
+		if (ahead == 0 || ahead > math.MaxInt64 || q.stuck && w == q.stuckWptr) && len(q.runs) > 0 {
+			// Not idle while its dispatches run: wait for them, or for more work.
+			if err := q.waitShaders(true); err != nil {
+				q.halt(err, 0, 0)
+				return
+			}
+			continue
+		}
 		if ahead == 0 || ahead > math.MaxInt64 || q.stuck && w == q.stuckWptr {
 			if !q.endBatch() {
 				return
@@ -587,6 +606,9 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 	if f.hasAddr {
 		addr = f.addr
 	}
+	if f.hasInfo {
+		hdr = f.info
+	}
 	// Counted before the state shows it: a driver that sees HALTED and then reads CP_HALTS
 	// must find the halt counted.
 	counted := q.current()
@@ -625,6 +647,9 @@ func (q *queue) announce(f *fault, addr uint64, info uint32) {
 		attrs = append(attrs, "cause", f.err)
 	}
 	q.c.limiter.Warn(logKeyHalt, "cp: queue halted", attrs...)
+	if f.code == abi.CP_ERROR_SHADER {
+		return // IH_SRC_SHADER_ERROR, raised where the error was found, is the halt's IV
+	}
 	_ = q.push(engine.IV{
 		Client: abi.IH_CLIENT_GRBM_CP, Source: errorSource(f.code), RingID: q.ringID, VMID: uint8(q.curVMID()),
 		Data: [4]uint32{f.code, uint32(addr), uint32(addr >> 32), info},

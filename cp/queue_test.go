@@ -14,6 +14,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 func TestIndirectBuffers(t *testing.T) {
@@ -27,7 +28,7 @@ func TestIndirectBuffers(t *testing.T) {
 		step(ib2b.Writer, 4)
 		ib2a := cptest.NewIB(r.Mem, ibBase+0x2000)
 		step(ib2a.Writer, 3)
-		ib2a.IndirectBuffer(cptest.IndirectBuffer{Addr: ib2b.Base, Size: ib2b.Size(), Chain: true})
+		ib2a.IndirectBuffer(pm4.IndirectBuffer{Addr: ib2b.Base, Size: ib2b.Size(), Chain: true})
 		ib2a.WriteMem(log, 0xBAD) // after a chain: never runs
 		ib1b := cptest.NewIB(r.Mem, ibBase+0x1000)
 		step(ib1b.Writer, 6)
@@ -35,13 +36,13 @@ func TestIndirectBuffers(t *testing.T) {
 		step(ib1a.Writer, 2)
 		ib1a.IB(ib2a)
 		step(ib1a.Writer, 5)
-		ib1a.IndirectBuffer(cptest.IndirectBuffer{Addr: ib1b.Base, Size: ib1b.Size(), Chain: true})
+		ib1a.IndirectBuffer(pm4.IndirectBuffer{Addr: ib1b.Base, Size: ib1b.Size(), Chain: true})
 		ib1a.WriteMem(log, 0xBAD)
 		// ring: 1, ib1a (2, ib2a (3, chain ib2b (4)), 5, chain ib1b (6)), 7, empty IB, 8
 		step(ring.Writer, 1)
 		ring.IB(ib1a)
 		step(ring.Writer, 7)
-		ring.IndirectBuffer(cptest.IndirectBuffer{Addr: ibBase + 0x4000, Size: 0})
+		ring.IndirectBuffer(pm4.IndirectBuffer{Addr: ibBase + 0x4000, Size: 0})
 		step(ring.Writer, 8)
 		ring.Kick()
 		ring.WaitIdle(t)
@@ -76,12 +77,12 @@ func TestIndirectBuffers(t *testing.T) {
 		other := r.StartQueue(2, queueConfig(2))
 		ib := cptest.NewIB(r.Mem, ibBase)
 		ib.Nop(1)
-		ib.IndirectBuffer(cptest.IndirectBuffer{Addr: ibBase, Size: 5, Chain: true}) // itself
+		ib.IndirectBuffer(pm4.IndirectBuffer{Addr: ibBase, Size: 5, Chain: true}) // itself
 		ring.IB(ib)
 		ring.Kick()
 		start := time.Now()
 		// The server stays responsive while the loop runs: register reads and another queue.
-		other.Submit(cptest.WriteMem(dataBase, 42))
+		other.Submit(pm4.WriteMem(dataBase, 42))
 		other.WaitIdle(t)
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_IB_LIMIT {
 			t.Fatalf("error = %d, want IB_LIMIT", got)
@@ -94,7 +95,7 @@ func TestIndirectBuffers(t *testing.T) {
 	t.Run("self-call-is-depth", func(t *testing.T) {
 		r, ring := start(t, 1)
 		ib := cptest.NewIB(r.Mem, ibBase)
-		ib.IndirectBuffer(cptest.IndirectBuffer{Addr: ibBase, Size: 4})
+		ib.IndirectBuffer(pm4.IndirectBuffer{Addr: ibBase, Size: 4})
 		ring.IB(ib)
 		ring.Kick()
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_IB_DEPTH {
@@ -114,7 +115,7 @@ func TestIndirectBuffers(t *testing.T) {
 	})
 	t.Run("chain-in-ring", func(t *testing.T) {
 		r, ring := start(t, 1)
-		ring.Submit(cptest.IndirectBuffer{Addr: ibBase, Size: 4, Chain: true}.Encode())
+		ring.Submit(pm4.IndirectBuffer{Addr: ibBase, Size: 4, Chain: true}.Encode())
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_BAD_PACKET {
 			t.Fatalf("error = %d, want BAD_PACKET", got)
 		}
@@ -124,7 +125,7 @@ func TestIndirectBuffers(t *testing.T) {
 		r, ring := start(t, 1)
 		ib := cptest.NewIB(r.Mem, ibBase)
 		ib.WriteMem(dataBase, 1, 2)
-		ring.Submit(cptest.IndirectBuffer{Addr: ibBase, Size: ib.Size() - 1}.Encode())
+		ring.Submit(pm4.IndirectBuffer{Addr: ibBase, Size: ib.Size() - 1}.Encode())
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_BAD_PACKET {
 			t.Fatalf("error = %d, want BAD_PACKET", got)
 		}
@@ -135,7 +136,7 @@ func TestIndirectBuffers(t *testing.T) {
 	t.Run("ib-fetch-fault", func(t *testing.T) {
 		r, ring := start(t, 1)
 		r.Mem.SetFault(ibBase, 1)
-		ring.Submit(cptest.IndirectBuffer{Addr: ibBase, Size: 16}.Encode())
+		ring.Submit(pm4.IndirectBuffer{Addr: ibBase, Size: 16}.Encode())
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_TRANSLATION {
 			t.Fatalf("error = %d, want TRANSLATION", got)
 		}
@@ -182,7 +183,7 @@ func TestRingStraddleEnd(t *testing.T) {
 	ring.Nop(int(ring.Size) - 2)
 	ring.Kick()
 	ring.WaitIdle(t)
-	ring.Submit(cptest.WriteMem(dataBase, 0x57AD, 0x57AE))
+	ring.Submit(pm4.WriteMem(dataBase, 0x57AD, 0x57AE))
 	ring.WaitIdle(t)
 	wantMem32(t, r, dataBase, 0x57AD, 0x57AE)
 }
@@ -218,7 +219,7 @@ func TestWptrBounds(t *testing.T) {
 	})
 	t.Run("behind-rptr-waits", func(t *testing.T) {
 		r, ring := start(t, 1)
-		ring.Submit(cptest.WriteMem(dataBase, 1))
+		ring.Submit(pm4.WriteMem(dataBase, 1))
 		ring.WaitIdle(t)
 		// The low half of a 64-bit wptr crossing 2^32, written first: behind rptr, so not work.
 		r.WriteHQD(1, abi.REG_HQD_PQ_WPTR_LO, 0)
@@ -226,13 +227,13 @@ func TestWptrBounds(t *testing.T) {
 		if s, e := r.Status(1); s != abi.HQD_STATE_RUNNING || e != 0 {
 			t.Fatalf("state %d error %d after a wptr behind rptr", s, e)
 		}
-		ring.Submit(cptest.WriteMem(dataBase, 2))
+		ring.Submit(pm4.WriteMem(dataBase, 2))
 		ring.WaitIdle(t)
 		wantMem32(t, r, dataBase, 2)
 	})
 	t.Run("partial-packet-waits", func(t *testing.T) {
 		r, ring := start(t, 1)
-		ring.Emit(cptest.WriteMem(dataBase, 7, 8, 9))
+		ring.Emit(pm4.WriteMem(dataBase, 7, 8, 9))
 		r.WriteHQD(1, abi.REG_HQD_PQ_WPTR_LO, 3) // header, DW1, DW2 only
 		time.Sleep(2 * time.Millisecond)
 		wantMem32(t, r, dataBase, 0)
@@ -242,7 +243,7 @@ func TestWptrBounds(t *testing.T) {
 	})
 	t.Run("packet-longer-than-ring", func(t *testing.T) {
 		_, ring := start(t, 1)
-		ring.Emit([]uint32{cptest.Header(abi.PM4_IT_WRITE_DATA, 0x3000)})
+		ring.Emit([]uint32{pm4.Header(abi.PM4_IT_WRITE_DATA, 0x3000)})
 		ring.Kick()
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_BAD_PACKET {
 			t.Fatalf("error = %d, want BAD_PACKET", got)
@@ -291,7 +292,7 @@ func TestRingConfig(t *testing.T) {
 				t.Fatal("DEQUEUE_RESET left the halted queue active or with an error")
 			}
 			ring := r.StartQueue(3, queueConfig(3))
-			ring.Submit(cptest.WriteMem(dataBase, 1))
+			ring.Submit(pm4.WriteMem(dataBase, 1))
 			ring.WaitIdle(t)
 		})
 	}
@@ -353,7 +354,7 @@ func TestHQDRegisters(t *testing.T) {
 		t.Error("re-activation kept rptr or FENCES")
 	}
 	ring = r.NewRing(5, c)
-	ring.Submit(cptest.WriteMem(dataBase, 5))
+	ring.Submit(pm4.WriteMem(dataBase, 5))
 	ring.WaitIdle(t)
 
 	for _, tc := range []struct{ off, want uint32 }{
@@ -386,7 +387,7 @@ func TestRingIDs(t *testing.T) {
 			t.Errorf("RingID(%d) = %#x, want %#x", slot, got, id)
 		}
 		ring := r.StartQueue(slot, queueConfig(slot))
-		ring.Submit(cptest.Fence(dataBase+uint64(slot)*8, 1, uint32(slot), true))
+		ring.Submit(pm4.Fence(dataBase+uint64(slot)*8, 1, uint32(slot), true))
 		ring.WaitIdle(t)
 	}
 	r.IVs.Wait(len(want), cptest.Timeout)
@@ -404,9 +405,9 @@ func TestDoorbells(t *testing.T) {
 	cfg := queueConfig(3)
 	cfg.DoorbellEn = false
 	c := r.StartQueue(3, cfg)
-	a.Emit(cptest.WriteMem(dataBase, 1))
-	b.Emit(cptest.WriteMem(dataBase+4, 2))
-	c.Emit(cptest.WriteMem(dataBase+8, 3))
+	a.Emit(pm4.WriteMem(dataBase, 1))
+	b.Emit(pm4.WriteMem(dataBase+4, 2))
+	c.Emit(pm4.WriteMem(dataBase+8, 3))
 	b.Ring()
 	b.WaitIdle(t)
 	c.Ring() // DOORBELL_EN clear: nothing
@@ -423,7 +424,7 @@ func TestDoorbells(t *testing.T) {
 	// A doorbell of an inactive queue does nothing.
 	a.Dequeue(abi.HQD_DEQUEUE_DRAIN)
 	r.WaitInactive(t, 1)
-	a.Emit(cptest.WriteMem(dataBase, 9))
+	a.Emit(pm4.WriteMem(dataBase, 9))
 	a.Ring()
 	if s := r.CP.Stats(); s.DoorbellMisses != 3 {
 		t.Errorf("doorbell of an inactive queue matched")
@@ -436,12 +437,12 @@ func TestWptrPoll(t *testing.T) {
 	cfg.Poll, cfg.PollAddr, cfg.PollIntervalUS, cfg.DoorbellEn = true, pollAddr, 50, false
 	ring := r.StartQueue(4, cfg)
 	// No kick at all: the timer finds the new wptr.
-	w := ring.Emit(cptest.WriteMem(dataBase, 11))
+	w := ring.Emit(pm4.WriteMem(dataBase, 11))
 	r.Mem.Store64(pollAddr, w)
 	ring.WaitIdle(t)
 	wantMem32(t, r, dataBase, 11)
 	// A kick reads the polled value, which wins over the written one.
-	w = ring.Emit(cptest.WriteMem(dataBase+4, 12))
+	w = ring.Emit(pm4.WriteMem(dataBase+4, 12))
 	r.Mem.Store64(pollAddr, w)
 	r.WriteHQD(4, abi.REG_HQD_PQ_WPTR_LO, 1)
 	ring.WaitIdle(t)
@@ -460,7 +461,7 @@ func TestRptrReport(t *testing.T) {
 	t.Run("written", func(t *testing.T) {
 		r, ring := start(t, 1)
 		r.Mem.Store32(ring.Config.RptrReport, 0xFFFF)
-		w := ring.Submit(cptest.WriteMem(dataBase, 1))
+		w := ring.Submit(pm4.WriteMem(dataBase, 1))
 		ring.WaitIdle(t)
 		cptest.Eventually(t, "rptr report", func() bool { return uint64(r.Mem.Load32(ring.Config.RptrReport)) == w })
 	})
@@ -470,7 +471,7 @@ func TestRptrReport(t *testing.T) {
 		c.NoUpdateRptr = true
 		ring := r.StartQueue(1, c)
 		r.Mem.Store32(c.RptrReport, 0xFFFF)
-		ring.Submit(cptest.WriteMem(dataBase, 1))
+		ring.Submit(pm4.WriteMem(dataBase, 1))
 		ring.WaitIdle(t)
 		time.Sleep(time.Millisecond)
 		if got := r.Mem.Load32(c.RptrReport); got != 0xFFFF {
@@ -480,7 +481,7 @@ func TestRptrReport(t *testing.T) {
 	t.Run("fault-halts", func(t *testing.T) {
 		r, ring := start(t, 1)
 		r.Mem.SetBroken(ring.Config.RptrReport, 4)
-		ring.Submit(cptest.WriteMem(dataBase, 1))
+		ring.Submit(pm4.WriteMem(dataBase, 1))
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_MEMORY {
 			t.Fatalf("error = %d, want MEMORY", got)
 		}
@@ -491,11 +492,11 @@ func TestRptrReport(t *testing.T) {
 }
 
 func waitReg(fn, reg, ref, mask uint32) []uint32 {
-	return cptest.WaitRegMem{Function: fn, Space: cptest.SpaceReg, Reg1: reg, Ref: ref, Mask: mask, Interval: 10}.Encode()
+	return pm4.WaitRegMem{Function: fn, Space: pm4.SpaceReg, Reg1: reg, Ref: ref, Mask: mask, Interval: 10}.Encode()
 }
 
 func waitMem(fn uint32, addr uint64, ref, mask uint32) []uint32 {
-	return cptest.WaitRegMem{Function: fn, Space: cptest.SpaceMem, Addr: addr, Ref: ref, Mask: mask, Interval: 10}.Encode()
+	return pm4.WaitRegMem{Function: fn, Space: pm4.SpaceMem, Addr: addr, Ref: ref, Mask: mask, Interval: 10}.Encode()
 }
 
 func TestWaitRegMemFunctions(t *testing.T) {
@@ -506,13 +507,13 @@ func TestWaitRegMemFunctions(t *testing.T) {
 		holds   bool
 		fix     uint32 // low byte that makes a false condition hold
 	}{
-		{cptest.FuncAlways, 0, true, 0},
-		{cptest.FuncLT, 0xAB06, true, 0}, {cptest.FuncLT, 0x05, false, 0x04},
-		{cptest.FuncLE, 0x05, true, 0}, {cptest.FuncLE, 0x04, false, 0x04},
-		{cptest.FuncEQ, 0xFF05, true, 0}, {cptest.FuncEQ, 0x06, false, 0x06},
-		{cptest.FuncNE, 0x06, true, 0}, {cptest.FuncNE, 0x105, false, 0x06},
-		{cptest.FuncGE, 0x05, true, 0}, {cptest.FuncGE, 0x06, false, 0x06},
-		{cptest.FuncGT, 0x04, true, 0}, {cptest.FuncGT, 0x05, false, 0x06},
+		{pm4.FuncAlways, 0, true, 0},
+		{pm4.FuncLT, 0xAB06, true, 0}, {pm4.FuncLT, 0x05, false, 0x04},
+		{pm4.FuncLE, 0x05, true, 0}, {pm4.FuncLE, 0x04, false, 0x04},
+		{pm4.FuncEQ, 0xFF05, true, 0}, {pm4.FuncEQ, 0x06, false, 0x06},
+		{pm4.FuncNE, 0x06, true, 0}, {pm4.FuncNE, 0x105, false, 0x06},
+		{pm4.FuncGE, 0x05, true, 0}, {pm4.FuncGE, 0x06, false, 0x06},
+		{pm4.FuncGT, 0x04, true, 0}, {pm4.FuncGT, 0x05, false, 0x06},
 	}
 	for _, space := range []string{"reg", "mem"} {
 		for _, tc := range cases {
@@ -525,7 +526,7 @@ func TestWaitRegMemFunctions(t *testing.T) {
 				if space == "mem" {
 					w = waitMem(tc.fn, dataBase, tc.ref, mask)
 				}
-				ring.Submit(w, cptest.WriteMem(dataBase+4, 1))
+				ring.Submit(w, pm4.WriteMem(dataBase+4, 1))
 				if tc.holds {
 					ring.WaitIdle(t)
 					return
@@ -549,15 +550,15 @@ func TestWaitRegMemFunctions(t *testing.T) {
 	}
 	runPktCases(t, []pktCase{
 		{name: "function-7", pkts: [][]uint32{waitMem(7, dataBase, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "space-2", pkts: [][]uint32{cptest.WaitRegMem{Space: 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "operation-2", pkts: [][]uint32{cptest.WaitRegMem{Operation: 2, Reg1: scratch(0)}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "mem-write-wait", pkts: [][]uint32{cptest.WaitRegMem{Space: cptest.SpaceMem, Operation: cptest.OpWriteWait, Addr: dataBase}.Encode()},
+		{name: "space-2", pkts: [][]uint32{pm4.WaitRegMem{Space: 2}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "operation-2", pkts: [][]uint32{pm4.WaitRegMem{Operation: 2, Reg1: scratch(0)}.Encode()}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "mem-write-wait", pkts: [][]uint32{pm4.WaitRegMem{Space: pm4.SpaceMem, Operation: pm4.OpWriteWait, Addr: dataBase}.Encode()},
 			wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "misaligned", pkts: [][]uint32{waitMem(cptest.FuncAlways, dataBase+1, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
-		{name: "mem-fault", pkts: [][]uint32{waitMem(cptest.FuncEQ, memSize, 0, 0)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize},
-		{name: "reg-refused", pkts: [][]uint32{waitReg(cptest.FuncEQ, cptest.RegisterCount, 0, 0)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
-		{name: "reg-reserved", pkts: [][]uint32{waitReg(cptest.FuncEQ, 1<<18, 0, 0)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
-		{name: "wait-preemptable-op", pkts: [][]uint32{cptest.WaitRegMem{Function: cptest.FuncAlways, Space: cptest.SpaceMem, Operation: 3, Addr: dataBase}.Encode()}},
+		{name: "misaligned", pkts: [][]uint32{waitMem(pm4.FuncAlways, dataBase+1, 0, 0)}, wantErr: abi.CP_ERROR_BAD_PACKET},
+		{name: "mem-fault", pkts: [][]uint32{waitMem(pm4.FuncEQ, memSize, 0, 0)}, wantErr: abi.CP_ERROR_TRANSLATION, errAddr: memSize},
+		{name: "reg-refused", pkts: [][]uint32{waitReg(pm4.FuncEQ, cptest.RegisterCount, 0, 0)}, wantErr: abi.CP_ERROR_BAD_REGISTER},
+		{name: "reg-reserved", pkts: [][]uint32{waitReg(pm4.FuncEQ, 1<<18, 0, 0)}, wantErr: abi.CP_ERROR_RESERVED_BITS},
+		{name: "wait-preemptable-op", pkts: [][]uint32{pm4.WaitRegMem{Function: pm4.FuncAlways, Space: pm4.SpaceMem, Operation: 3, Addr: dataBase}.Encode()}},
 	})
 }
 
@@ -572,8 +573,8 @@ func TestWaitRegMemWriteWait(t *testing.T) {
 		}
 		return 0, false
 	}
-	ring.Submit(cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceReg, Operation: cptest.OpWriteWait,
-		Reg1: req, Reg2: done, Ref: 1 << 2, Mask: 1 << 2, Interval: 0x20}.Encode(), cptest.WriteMem(dataBase, 1))
+	ring.Submit(pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceReg, Operation: pm4.OpWriteWait,
+		Reg1: req, Reg2: done, Ref: 1 << 2, Mask: 1 << 2, Interval: 0x20}.Encode(), pm4.WriteMem(dataBase, 1))
 	r.WaitState(t, 1, abi.HQD_STATE_WAITING)
 	if got := r.Regs.Get(req); got != 1<<2 {
 		t.Fatalf("REQ = %#x, want the reference written first", got)
@@ -590,7 +591,7 @@ func TestSemaphore(t *testing.T) {
 	a := r.StartQueue(1, queueConfig(1))
 	b := r.StartQueue(9, queueConfig(9))
 	sem := uint64(dataBase + 0x40)
-	b.Submit(cptest.WaitMem(sem, 1), cptest.WriteMem(dataBase, 0xB))
+	b.Submit(pm4.WaitMem(sem, 1), pm4.WriteMem(dataBase, 0xB))
 	r.WaitState(t, 9, abi.HQD_STATE_WAITING)
 	checks0 := r.CP.Stats().WaitChecks
 	time.Sleep(100 * time.Millisecond)
@@ -601,7 +602,7 @@ func TestSemaphore(t *testing.T) {
 		t.Errorf("parked queue re-checked %d times in 100 ms: it spins", checks)
 	}
 	wantMem32(t, r, dataBase, 0)
-	a.Submit(cptest.WriteMem(dataBase+0x80, 5), cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: sem,
+	a.Submit(pm4.WriteMem(dataBase+0x80, 5), pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: sem,
 		CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{1}}.Encode())
 	a.WaitIdle(t)
 	b.WaitIdle(t) // woken by A's write (Wake), not by a timer: well within the timeout
@@ -618,7 +619,7 @@ func TestSemaphoreBusyNeighbour(t *testing.T) {
 	busy := r.StartQueue(1, queueConfig(1))
 	waiter := r.StartQueue(2, queueConfig(2))
 	sem := uint64(dataBase + 0x40)
-	waiter.Submit(cptest.WaitMem(sem, 1), cptest.WriteMem(dataBase, 0xB))
+	waiter.Submit(pm4.WaitMem(sem, 1), pm4.WriteMem(dataBase, 0xB))
 	r.WaitState(t, 2, abi.HQD_STATE_WAITING)
 	checks0 := r.CP.Stats().WaitChecks
 	const writes = 20000
@@ -626,7 +627,7 @@ func TestSemaphoreBusyNeighbour(t *testing.T) {
 		for busy.Wptr()+5+8-busy.Rptr() > busy.Size {
 			time.Sleep(20 * time.Microsecond)
 		}
-		busy.Emit(cptest.WriteMem(dataBase+0x100+uint64(i%64)*4, uint32(i)))
+		busy.Emit(pm4.WriteMem(dataBase+0x100+uint64(i%64)*4, uint32(i)))
 		if i%256 == 0 {
 			busy.Kick()
 		}
@@ -647,7 +648,7 @@ func TestParkedDequeue(t *testing.T) {
 	for _, req := range []uint32{abi.HQD_DEQUEUE_RESET, abi.HQD_DEQUEUE_DRAIN} {
 		t.Run(hex(uint64(req)), func(t *testing.T) {
 			r, ring := start(t, 1)
-			ring.Submit(cptest.WriteMem(dataBase, 1), cptest.WaitMem(dataBase+4, 1), cptest.WriteMem(dataBase, 2))
+			ring.Submit(pm4.WriteMem(dataBase, 1), pm4.WaitMem(dataBase+4, 1), pm4.WriteMem(dataBase, 2))
 			r.WaitState(t, 1, abi.HQD_STATE_WAITING)
 			ring.Dequeue(req)
 			r.WaitInactive(t, 1)
@@ -667,9 +668,9 @@ func TestParkedDequeue(t *testing.T) {
 
 func TestEndlessKernel(t *testing.T) {
 	r, ring := start(t, 1)
-	ring.Submit(cptest.WriteMem(dataBase, 1))
+	ring.Submit(pm4.WriteMem(dataBase, 1))
 	ring.Dispatch(abi.KERNEL_ENDLESS, 0, 0, 0, 1, 1, 1)
-	ring.Submit(cptest.WriteMem(dataBase, 2))
+	ring.Submit(pm4.WriteMem(dataBase, 2))
 	r.WaitState(t, 1, abi.HQD_STATE_BUSY_KERNEL)
 	// Doorbells, wakes and a drain do not end it (a running dispatch is not preemptible).
 	ring.Kick()
@@ -685,7 +686,7 @@ func TestEndlessKernel(t *testing.T) {
 	wantMem32(t, r, dataBase, 1)
 	// Re-activation works.
 	ring = r.StartQueue(1, queueConfig(1))
-	ring.Submit(cptest.WriteMem(dataBase, 3))
+	ring.Submit(pm4.WriteMem(dataBase, 3))
 	ring.WaitIdle(t)
 	wantMem32(t, r, dataBase, 3)
 }
@@ -696,18 +697,18 @@ func TestHaltIsolation(t *testing.T) {
 	r := cptest.NewRig(t, memSize)
 	bad := r.StartQueue(1, queueConfig(1))
 	good := r.StartQueue(2, queueConfig(2))
-	bad.Submit(cptest.WriteMem(dataBase, 1), cptest.Packet(0xEE, 0), cptest.WriteMem(dataBase, 2))
+	bad.Submit(pm4.WriteMem(dataBase, 1), pm4.Packet(0xEE, 0), pm4.WriteMem(dataBase, 2))
 	if got := bad.WaitHalt(t); got != abi.CP_ERROR_BAD_OPCODE {
 		t.Fatalf("error %d", got)
 	}
 	for i := uint32(1); i <= 100; i++ {
-		good.Emit(cptest.WriteMem(dataBase+8, i))
+		good.Emit(pm4.WriteMem(dataBase+8, i))
 	}
 	good.Kick()
 	good.WaitIdle(t)
 	wantMem32(t, r, dataBase, 1, 0, 100)
 	// Kicks and doorbells to a halted queue change nothing.
-	bad.Submit(cptest.WriteMem(dataBase, 3))
+	bad.Submit(pm4.WriteMem(dataBase, 3))
 	bad.Ring()
 	time.Sleep(time.Millisecond)
 	wantMem32(t, r, dataBase, 1)
@@ -730,7 +731,7 @@ func TestHaltIsolation(t *testing.T) {
 		t.Errorf("after reset: status %#x", r.ReadHQD(1, abi.REG_HQD_STATUS))
 	}
 	bad = r.StartQueue(1, queueConfig(1))
-	bad.Submit(cptest.WriteMem(dataBase, 4))
+	bad.Submit(pm4.WriteMem(dataBase, 4))
 	bad.WaitIdle(t)
 	wantMem32(t, r, dataBase, 4)
 }
@@ -742,8 +743,8 @@ func TestSelfDequeue(t *testing.T) {
 	r.RouteCPBlocks()
 	dq := uint32(abi.BLOCK_HQD_BASE+abi.BLOCK_HQD_STRIDE*1+abi.REG_HQD_DEQUEUE_REQUEST) / 4
 	status := uint32(abi.BLOCK_HQD_BASE+abi.BLOCK_HQD_STRIDE*1+abi.REG_HQD_STATUS) / 4
-	ring.Submit(cptest.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_REG, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Src: uint64(status), Dst: dataBase}.Encode(),
-		cptest.WriteReg(dq, abi.HQD_DEQUEUE_RESET), cptest.WriteMem(dataBase+4, 1))
+	ring.Submit(pm4.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_REG, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Src: uint64(status), Dst: dataBase}.Encode(),
+		pm4.WriteReg(dq, abi.HQD_DEQUEUE_RESET), pm4.WriteMem(dataBase+4, 1))
 	r.WaitInactive(t, 1)
 	wantMem32(t, r, dataBase, abi.HQD_STATE_RUNNING, 0)
 }
@@ -767,7 +768,7 @@ func TestFences(t *testing.T) {
 				for ring.Wptr()+8+2-ring.Rptr() > ring.Size { // wait for room, as a driver does
 					time.Sleep(20 * time.Microsecond)
 				}
-				ring.Emit(cptest.WriteMem(dataBase+0x1000+uint64(i)*4, seq))
+				ring.Emit(pm4.WriteMem(dataBase+0x1000+uint64(i)*4, seq))
 				ring.Fence(fence, seq, uint32(i)<<24|seq, true)
 				if seq%7 == 0 || seq == perQueue {
 					if i%2 == 0 {
@@ -813,11 +814,11 @@ func TestResetAndClose(t *testing.T) {
 	parked := r.StartQueue(2, queueConfig(2))
 	endless := r.StartQueue(3, queueConfig(3))
 	halted := r.StartQueue(4, queueConfig(4))
-	running.Submit(cptest.WriteMem(dataBase, 1))
-	parked.Submit(cptest.WaitMem(dataBase+4, 1))
+	running.Submit(pm4.WriteMem(dataBase, 1))
+	parked.Submit(pm4.WaitMem(dataBase+4, 1))
 	endless.Dispatch(abi.KERNEL_ENDLESS, 0, 0, 0, 1, 1, 1)
 	endless.Kick()
-	halted.Submit(cptest.Packet(0xEE, 0))
+	halted.Submit(pm4.Packet(0xEE, 0))
 	running.WaitIdle(t)
 	r.WaitState(t, 2, abi.HQD_STATE_WAITING)
 	r.WaitState(t, 3, abi.HQD_STATE_BUSY_KERNEL)
@@ -835,7 +836,7 @@ func TestResetAndClose(t *testing.T) {
 		t.Error("counters survived reset")
 	}
 	ring := r.StartQueue(2, queueConfig(2))
-	ring.Submit(cptest.WriteMem(dataBase, 2))
+	ring.Submit(pm4.WriteMem(dataBase, 2))
 	ring.WaitIdle(t)
 
 	r.CP.Close()
@@ -884,9 +885,9 @@ func TestLockingRule(t *testing.T) {
 				time.Sleep(20 * time.Microsecond)
 			}
 			status := uint32(abi.BLOCK_HQD_BASE+abi.BLOCK_HQD_STRIDE*uint32(i+1)+abi.REG_HQD_STATUS) / 4
-			ring.Emit(cptest.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_REG, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Src: uint64(status), Dst: dataBase + uint64(i)*4}.Encode(),
-				cptest.SetUConfigReg(scratchOff+uint32(i), round),
-				waitReg(cptest.FuncEQ, scratch(uint32(i)), round, 0xFFFFFFFF))
+			ring.Emit(pm4.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_REG, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Src: uint64(status), Dst: dataBase + uint64(i)*4}.Encode(),
+				pm4.SetUConfigReg(scratchOff+uint32(i), round),
+				waitReg(pm4.FuncEQ, scratch(uint32(i)), round, 0xFFFFFFFF))
 			ring.Ring()
 		}
 	}
@@ -916,7 +917,7 @@ func TestResetDuringDMA(t *testing.T) {
 			if kernel {
 				ring.Dispatch(abi.KERNEL_FILL, dst, 0, 0xFFFFFFFF, 1024, 1, 1) // 256 KiB: 4 chunks
 			} else {
-				ring.Emit(cptest.DMAFill(src, 0x01010101, 0x80000))
+				ring.Emit(pm4.DMAFill(src, 0x01010101, 0x80000))
 			}
 			ring.Kick()
 			r.WaitInactive(t, 1)
@@ -935,7 +936,7 @@ func TestRingFetchFault(t *testing.T) {
 		c := queueConfig(1)
 		r.Mem.SetFault(c.Base, 1)
 		ring := r.StartQueue(1, c)
-		ring.Submit(cptest.WriteMem(dataBase, 1))
+		ring.Submit(pm4.WriteMem(dataBase, 1))
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_TRANSLATION {
 			t.Fatalf("error = %d", got)
 		}
@@ -949,7 +950,7 @@ func TestRingFetchFault(t *testing.T) {
 		ring.Kick()
 		ring.WaitIdle(t)
 		r.Mem.SetBroken(ring.Base, 1) // the start of the ring: the wrapped part of the next fetch
-		ring.Submit(cptest.WriteMem(dataBase, 1))
+		ring.Submit(pm4.WriteMem(dataBase, 1))
 		if got := ring.WaitHalt(t); got != abi.CP_ERROR_MEMORY {
 			t.Fatalf("error = %d", got)
 		}
@@ -963,7 +964,7 @@ func TestRingFetchFault(t *testing.T) {
 func TestHaltLogged(t *testing.T) {
 	h := &recordHandler{}
 	r, ring := start(t, 1, func(c *cp.Config) { c.Log = slog.New(h) })
-	ring.Submit(cptest.Packet(0xEE, 0))
+	ring.Submit(pm4.Packet(0xEE, 0))
 	ring.WaitHalt(t)
 	r.IVs.Wait(1, cptest.Timeout)
 	h.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"vgpu/engine"
 
 	"vgpu/abi"
+	"vgpu/compute"
 	"vgpu/ratelog"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	// retry-fault wait: the scheduler's wake-up. It is called from the queue goroutine with
 	// no cp lock and no turn held, and must not block.
 	Notify func(slot int)
+	// Compute runs shader dispatches (COMPUTE_PGM set); nil: such a dispatch halts the queue
+	// with CP_ERROR_BAD_PACKET.
+	Compute *compute.Pool
 }
 
 // Named bounds and layout numbers. Every guest-controlled quantity the CP iterates over has one.

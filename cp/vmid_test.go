@@ -10,6 +10,7 @@ import (
 	"vgpu/cp"
 	"vgpu/cp/cptest"
 	"vgpu/engine"
+	"vgpu/pm4"
 )
 
 // vmMemory is cptest's memory seen through VMIDs: every VMID maps it one to one, accesses are
@@ -108,9 +109,9 @@ func TestIBVMIDOnKernelRing(t *testing.T) {
 	ib2.WriteMem(dataBase+8, 2)
 	ib := cptest.NewIB(r.Mem, ibBase)
 	ib.WriteMem(dataBase, 1)
-	ib.IndirectBuffer(cptest.IndirectBuffer{Addr: ib2.Base, Size: uint32(ib2.Size()), VMID: 5})
-	ring.Submit(cptest.IndirectBuffer{Addr: ib.Base, Size: uint32(ib.Size()), VMID: 1}.Encode())
-	ring.Submit(cptest.WriteMem(dataBase+16, 3))
+	ib.IndirectBuffer(pm4.IndirectBuffer{Addr: ib2.Base, Size: uint32(ib2.Size()), VMID: 5})
+	ring.Submit(pm4.IndirectBuffer{Addr: ib.Base, Size: uint32(ib.Size()), VMID: 1}.Encode())
+	ring.Submit(pm4.WriteMem(dataBase+16, 3))
 	ring.WaitIdle(t)
 	for _, c := range []struct {
 		va   uint64
@@ -134,7 +135,7 @@ func TestIBVMIDOnKernelRing(t *testing.T) {
 func TestProcessStreamPrivileges(t *testing.T) {
 	r, _, tlb := vmRig(t)
 	ring := r.StartQueue(1, queueConfig(1))
-	ring.Submit(cptest.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1|0x1234<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT))
+	ring.Submit(pm4.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1|0x1234<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT))
 	ring.WaitIdle(t)
 	if len(tlb.pasids) != 1 || tlb.pasids[0] != 0x1234 {
 		t.Fatalf("InvalidatePASID calls %v", tlb.pasids)
@@ -144,8 +145,8 @@ func TestProcessStreamPrivileges(t *testing.T) {
 		pkt  []uint32
 		code uint32
 	}{
-		{"register write", cptest.WriteReg(scratch(0), 1), abi.CP_ERROR_BAD_REGISTER},
-		{"INVALIDATE_TLBS", cptest.Packet(abi.PM4_IT_INVALIDATE_TLBS, 0x1234<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT), abi.CP_ERROR_BAD_PACKET},
+		{"register write", pm4.WriteReg(scratch(0), 1), abi.CP_ERROR_BAD_REGISTER},
+		{"INVALIDATE_TLBS", pm4.Packet(abi.PM4_IT_INVALIDATE_TLBS, 0x1234<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT), abi.CP_ERROR_BAD_PACKET},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, _, _ := vmRig(t)
@@ -160,7 +161,7 @@ func TestProcessStreamPrivileges(t *testing.T) {
 			}
 		})
 	}
-	ring.Submit(cptest.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1<<21))
+	ring.Submit(pm4.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1<<21))
 	if code := ring.WaitHalt(t); code != abi.CP_ERROR_RESERVED_BITS {
 		t.Errorf("reserved DW1 bits: %d", code)
 	}
@@ -176,9 +177,9 @@ func TestRetryFaultParksQueue(t *testing.T) {
 	vm.setFault(dataBase)
 	ib := cptest.NewIB(r.Mem, ibBase)
 	ib.WriteMem(dataBase, 0xAB)
-	a.Submit(cptest.IndirectBuffer{Addr: ib.Base, Size: uint32(ib.Size()), VMID: 1}.Encode(), cptest.WriteMem(dataBase+4, 1))
+	a.Submit(pm4.IndirectBuffer{Addr: ib.Base, Size: uint32(ib.Size()), VMID: 1}.Encode(), pm4.WriteMem(dataBase+4, 1))
 	r.WaitState(t, 1, abi.HQD_STATE_WAITING)
-	b.Submit(cptest.WriteMem(dataBase+0x100, 7))
+	b.Submit(pm4.WriteMem(dataBase+0x100, 7))
 	b.WaitIdle(t) // the only turn is free: A gave it back
 	if r.Mem.Load32(dataBase) != 0 || r.Mem.Load32(dataBase+4) != 0 {
 		t.Fatal("the faulting packet or the next one ran")
@@ -195,7 +196,7 @@ func TestRetryFaultParksQueue(t *testing.T) {
 	vm.setFault(dataBase + 0x200)
 	ib2 := cptest.NewIB(r.Mem, ibBase+0x1000)
 	ib2.WriteMem(dataBase+0x200, 1)
-	a.Submit(cptest.IndirectBuffer{Addr: ib2.Base, Size: uint32(ib2.Size()), VMID: 1}.Encode())
+	a.Submit(pm4.IndirectBuffer{Addr: ib2.Base, Size: uint32(ib2.Size()), VMID: 1}.Encode())
 	r.WaitState(t, 1, abi.HQD_STATE_WAITING)
 	n := vm.faultCount()
 	time.Sleep(20 * time.Millisecond)

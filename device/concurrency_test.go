@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // TestConcurrentQueuesShareLines runs eight queues at once through the whole device path
@@ -39,11 +39,11 @@ func TestConcurrentQueuesShareLines(t *testing.T) {
 		var ring []uint32
 		for r := 1; r <= rounds; r++ {
 			for l := range lines {
-				ring = append(ring, cptest.WriteMem(ltGART0+uint64(l)*128+uint64(q)*4, val(q, r))...)
-				ring = append(ring, cptest.WriteMem(fb+vramLines+uint64(l)*128+uint64(q)*4, val(q, r))...)
+				ring = append(ring, pm4.WriteMem(ltGART0+uint64(l)*128+uint64(q)*4, val(q, r))...)
+				ring = append(ring, pm4.WriteMem(fb+vramLines+uint64(l)*128+uint64(q)*4, val(q, r))...)
 			}
-			ring = append(ring, cptest.DMACopy(fb+copyDst+uint64(q)*0x400, ltGART0+copySrc+uint64(q)*0x400, copyBytes)...)
-			ring = append(ring, cptest.Fence(fb+fenceBase+uint64(q)*64, uint32(r), 0, false)...)
+			ring = append(ring, pm4.DMACopy(fb+copyDst+uint64(q)*0x400, ltGART0+copySrc+uint64(q)*0x400, copyBytes)...)
+			ring = append(ring, pm4.Fence(fb+fenceBase+uint64(q)*64, uint32(r), 0, false)...)
 		}
 		if len(ring) > ringDw {
 			t.Fatalf("queue %d's program of %d dwords does not fit its ring", q, len(ring))

@@ -37,8 +37,12 @@ type Config struct {
 	VRAMWindow                     uint64 // CPU-visible part, the BAR0 size
 	Doorbells                      bars.DoorbellMode
 	MSIXVectors                    int
+	ComputeUnits                   int // compute units of shader dispatches (0: DefaultComputeUnits)
 	Log                            *slog.Logger
 }
+
+// DefaultComputeUnits is the compute units of a Config that names none.
+const DefaultComputeUnits = 8
 
 // DefaultConfig is a 1 GiB GPU with a 256 MiB BAR, trapped doorbells and 16 MSI-X vectors.
 func DefaultConfig() Config {
@@ -51,6 +55,7 @@ func DefaultConfig() Config {
 		VRAMWindow:        256 << 20,
 		Doorbells:         bars.DoorbellTrap,
 		MSIXVectors:       16,
+		ComputeUnits:      DefaultComputeUnits,
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
 	"vgpu/device"
+	"vgpu/pm4"
 	"vgpu/vfiouser"
 )
 
@@ -629,9 +629,9 @@ func fuzzDeviceSeeds() []script {
 		// Identity, scratch, reset.
 		script{}.command(0x02).regRead(abi.REG_ID_MAGIC).reg(abi.REG_SCRATCH_0, 0x12345678).regRead(abi.REG_SCRATCH_0).append(opReset),
 		// A compute queue: WRITE_DATA and a fence with an interrupt, submitted by PQ_WPTR.
-		ih.queue(1, 0x1000, -1, cptest.WriteMem(fb+0x2000, 0xdeadbeef), cptest.Fence(fb+0x2100, 1, 7, true)).regRead(hqd(1, abi.REG_HQD_STATUS)),
+		ih.queue(1, 0x1000, -1, pm4.WriteMem(fb+0x2000, 0xdeadbeef), pm4.Fence(fb+0x2100, 1, 7, true)).regRead(hqd(1, abi.REG_HQD_STATUS)),
 		// The graphics queue by doorbell, then a copy and an FLR while it may still run.
-		ih.queue(0, 0x1400, 3, cptest.WriteMem(fb+0x2200, 1, 2, 3), cptest.Fence(fb+0x2300, 2, 0, true)).append(opFLR),
+		ih.queue(0, 0x1400, 3, pm4.WriteMem(fb+0x2200, 1, 2, 3), pm4.Fence(fb+0x2300, 2, 0, true)).append(opFLR),
 		// Self-test DMA into mapped memory, MSI-X on with eventfds on every vector.
 		script{}.command(0x06).mapMemfd(4).append(opMSIX, 0x80, opSetIRQs, 2, 2, 0, 16, 16).
 			reg(abi.REG_SELFTEST_DMA_ADDR_LO, 0x100).reg(abi.REG_SELFTEST_DMA_LEN, 0x200).reg(abi.REG_SELFTEST_DMA_PATTERN, 0xa5a5a5a5).

@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"vgpu/compute"
 
 	"vgpu/abi"
 	"vgpu/cp"
@@ -24,7 +25,8 @@ type gpu struct {
 	vm    *gpuvm.VM // VMIDs 1..15, and the AMD-format fault latch of all VMIDs
 	ih    *irq.IH
 	cp    *cp.CP
-	mes   *mes.MES // the scheduler firmware: user queues on the slots it owns
+	mes   *mes.MES      // the scheduler firmware: user queues on the slots it owns
+	cus   *compute.Pool // the compute units: shader dispatches of every queue
 	hdp   hdp
 	// config is the CONFIG block: plain storage, as CONFIG_SCRATCH_* are on AMD parts.
 	config [8]uint32
@@ -45,6 +47,8 @@ func (d *Device) newGPU() {
 	g.vm.SetIVSink(g.ih.Push)
 	// An invalidation engine's VMID-0 bit drops the GART translations, as GMC_VM_INVALIDATE.
 	g.vm.SetVMID0Flush(func() { g.mmu.WriteReg(abi.REG_GMC_VM_INVALIDATE-abi.BLOCK_GMC_BASE, 1) })
+	g.cus = compute.New(compute.Config{CUs: d.computeUnits(), Memory: g.mmu, Interrupts: interruptPort{g},
+		Strict: g.cache.Strict, Log: d.rl})
 	g.cp = cp.New(cp.Config{
 		Memory:     g.mmu,
 		Registers:  registerPort{d},
@@ -52,6 +56,7 @@ func (d *Device) newGPU() {
 		TLB:        g.vm,
 		// A mapped queue stopped, idled or parked: the scheduler looks at its slot.
 		Notify:  func(slot int) { g.mes.Notify(slot) },
+		Compute: g.cus,
 		Log:     d.log.With("part", "cp"),
 		Limiter: d.rl,
 	})
@@ -82,9 +87,20 @@ func (g *gpu) close() {
 	if g.cp != nil {
 		g.cp.Close()
 	}
+	if g.cus != nil {
+		g.cus.Close()
+	}
 	if g.cache != nil {
 		g.cache.Close()
 	}
+}
+
+// computeUnits is the configured number of compute units.
+func (d *Device) computeUnits() int {
+	if d.cfg.ComputeUnits <= 0 {
+		return DefaultComputeUnits
+	}
+	return d.cfg.ComputeUnits
 }
 
 // raiseVector delivers an interrupt the IH ring raises.

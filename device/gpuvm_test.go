@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // The GPUVM wiring end to end, through vfio-user: page tables the test writes into VRAM
@@ -90,7 +90,7 @@ func (d *driver) writeIB(at uint64, pkts ...[]uint32) uint32 {
 }
 
 func bypassWrite(va uint64, v uint32) []uint32 {
-	return cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: va, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{v}}.Encode()
+	return pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: va, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: []uint32{v}}.Encode()
 }
 
 func (d *driver) u32(off uint64) uint32 { return binary.LittleEndian.Uint32(d.vram[off:]) }
@@ -157,14 +157,14 @@ func TestKernelRingRunsIBInProcessVMID(t *testing.T) {
 	vt.enableContext(1, 0)
 	n := d.writeIB(vtIB, bypassWrite(vaData+8, 0xC0FFEE))
 	d.startQueue()
-	d.submit(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode(), bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
+	d.submit(pm4.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode(), bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
 	eventually(t, "fence", func() bool { return d.fence() == 1 })
 	if got := d.u32(vtDataA + 8); got != 0xC0FFEE {
 		t.Fatalf("VMID 1's page holds %#x", got)
 	}
 
 	vt.mapPage(vaIB+0x1000, (vtIB)|abi.PTE_VALID_MASK|abi.PTE_READABLE_MASK) // not executable
-	d.submit(cptest.IndirectBuffer{Addr: vaIB + 0x1000, Size: n, VMID: 1}.Encode())
+	d.submit(pm4.IndirectBuffer{Addr: vaIB + 0x1000, Size: n, VMID: 1}.Encode())
 	d.halted(t, abi.CP_ERROR_TRANSLATION)
 	st := d.r.reg(abi.REG_VM_FAULT_STATUS)
 	if statusField(st, abi.REG_VM_FAULT_STATUS__PERMISSION_FAULTS_MASK, abi.REG_VM_FAULT_STATUS__PERMISSION_FAULTS__SHIFT) != abi.VM_PERM_EXECUTE ||
@@ -204,7 +204,7 @@ func TestProcessQueue(t *testing.T) {
 	d.submit(bypassWrite(vaData, 7), bypassWrite(vaData+4, 8))
 	eventually(t, "data", func() bool { return d.u32(vtDataA+4) == 8 })
 	eventually(t, "rptr report", func() bool { return d.u32(ltRptr) == uint32(d.wptr) })
-	d.submit(cptest.WriteReg(abi.REG_SCRATCH_0/4, 1))
+	d.submit(pm4.WriteReg(abi.REG_SCRATCH_0/4, 1))
 	d.halted(t, abi.CP_ERROR_BAD_REGISTER)
 	if d.r.reg(abi.REG_SCRATCH_0) != 0 {
 		t.Error("a process queue wrote a register")
@@ -223,7 +223,7 @@ func TestRetryFaultParksAndReplays(t *testing.T) {
 	n := d.writeIB(vtIB, bypassWrite(vaData, 0x5EED))
 	d.setupIH()
 	d.startQueue()
-	d.submit(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode(), bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
+	d.submit(pm4.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode(), bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
 	eventually(t, "queue waiting on the fault", func() bool {
 		return d.state() == abi.HQD_STATE_WAITING && d.r.reg(abi.REG_VM_RETRY_CAM_STATUS)&abi.REG_VM_RETRY_CAM_STATUS__USED_MASK == 1
 	})
@@ -251,7 +251,7 @@ func TestRetryFaultParksAndReplays(t *testing.T) {
 
 	// Unresolved: the queue waits until it is reset.
 	n = d.writeIB(vtIB, bypassWrite(vaData+0x10_0000, 1))
-	d.submit(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode())
+	d.submit(pm4.IndirectBuffer{Addr: vaIB, Size: n, VMID: 1}.Encode())
 	eventually(t, "second wait", func() bool { return d.state() == abi.HQD_STATE_WAITING })
 	d.hqd(abi.REG_HQD_DEQUEUE_REQUEST, abi.HQD_DEQUEUE_RESET)
 	eventually(t, "reset ends the wait", func() bool { return d.hqdRead(abi.REG_HQD_ACTIVE) == 0 })
@@ -268,7 +268,7 @@ func TestInvalidateTLBsPacket(t *testing.T) {
 	d.r.setReg(abi.REG_VM_STRICT_CNTL, 1)
 	n := d.writeIB(vtIB, bypassWrite(vaData, 1))
 	d.startQueue()
-	ib := cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: 3}.Encode()
+	ib := pm4.IndirectBuffer{Addr: vaIB, Size: n, VMID: 3}.Encode()
 	d.submit(ib, bypassWrite(abi.GPU_FB_BASE+ltFence, 1))
 	eventually(t, "first write", func() bool { return d.fence() == 1 && d.u32(vtDataA) == 1 })
 
@@ -287,7 +287,7 @@ func TestInvalidateTLBsPacket(t *testing.T) {
 		t.Errorf("STALE_EVENT %#x", ev)
 	}
 	d.writeIB(vtIB, bypassWrite(vaData, 3))
-	d.submit(cptest.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1|1<<abi.PM4_INVALIDATE_TLBS_ALL_HUB__SHIFT|vtPASID<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT),
+	d.submit(pm4.Packet(abi.PM4_IT_INVALIDATE_TLBS, 1|1<<abi.PM4_INVALIDATE_TLBS_ALL_HUB__SHIFT|vtPASID<<abi.PM4_INVALIDATE_TLBS_PASID__SHIFT),
 		ib, bypassWrite(abi.GPU_FB_BASE+ltFence, 3))
 	eventually(t, "write after INVALIDATE_TLBS", func() bool { return d.fence() == 3 })
 	if b := d.u32(vtDataB); b != 3 {
@@ -355,7 +355,7 @@ func TestConcurrentProcessVMIDs(t *testing.T) {
 		hqd(abi.REG_HQD_ACTIVE, 1)
 		wptr := uint64(0)
 		for r := range rounds {
-			for _, dw := range append(cptest.IndirectBuffer{Addr: vaIB, Size: n, VMID: uint32(v)}.Encode(),
+			for _, dw := range append(pm4.IndirectBuffer{Addr: vaIB, Size: n, VMID: uint32(v)}.Encode(),
 				bypassWrite(abi.GPU_FB_BASE+fencesAt+4*uint64(v), uint32(r+1))...) {
 				binary.LittleEndian.PutUint32(d.vram[ring+4*(wptr%1024):], dw)
 				wptr++

@@ -71,6 +71,11 @@ func (d *Device) stopEngines(ev lifecycleEvent) {
 	if !d.gpu.mes.Quiesce(left()) {
 		stuck = append(stuck, "mes")
 	}
+	// The queues' dispatches were killed with them; whatever still runs (a queue revoked
+	// before it saw its kill) is killed here, and waited for.
+	if !d.gpu.cus.Reset(left()) {
+		stuck = append(stuck, "compute")
+	}
 	if !d.selftest.wait(left()) {
 		stuck = append(stuck, "selftest")
 	}

@@ -9,7 +9,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/bars"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -156,19 +156,19 @@ func TestDisconnectIsolatesClients(t *testing.T) {
 		d.startQueue()
 		// Dirty L2 lines: 16 lines written through the cache, never written back.
 		for off := uint64(0x1000); off < 0x1800; off += 128 {
-			d.submit(cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: ltGART0 + off, Data: line(0xBAD0BAD0)}.Encode())
+			d.submit(pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_TC_L2, Addr: ltGART0 + off, Data: line(0xBAD0BAD0)}.Encode())
 		}
 		// A fence without its GL2 write-back: the lines stay dirty.
-		d.submit(cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32,
+		d.submit(pm4.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data32,
 			Addr: abi.GPU_FB_BASE + ltFence, Data: 1}.Encode())
 		eventually(t, "fence 1", func() bool { return d.fence() == 1 })
 		if n := d.r.reg(abi.REG_L2_DIRTY_LINES); n == 0 {
 			t.Fatal("no dirty L2 lines to test with")
 		}
 		// A wait for a zero that this client's memory (all 0xFF) never has, then a write.
-		d.submit(cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceMem,
+		d.submit(pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceMem,
 			CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Addr: ltGART0, Ref: 0, Mask: 0xFFFFFFFF, Interval: 10}.Encode(),
-			cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: target, Data: []uint32{0xDEAD}}.Encode())
+			pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: target, Data: []uint32{0xDEAD}}.Encode())
 		eventually(t, "queue parked", func() bool {
 			return d.hqdRead(abi.REG_HQD_STATUS)&abi.REG_HQD_STATUS__STATE_MASK == abi.HQD_STATE_WAITING
 		})
@@ -203,7 +203,7 @@ func TestDisconnectIsolatesClients(t *testing.T) {
 	}
 	// The configuration stayed and the device works for the new client.
 	d.startQueue()
-	d.submit(cptest.WriteMem(target, 0x600D), cptest.Fence(abi.GPU_FB_BASE+ltFence, 7, 7, false))
+	d.submit(pm4.WriteMem(target, 0x600D), pm4.Fence(abi.GPU_FB_BASE+ltFence, 7, 7, false))
 	eventually(t, "second client's fence", func() bool { return d.fence() == 7 })
 	if got := binary.LittleEndian.Uint32(d.mem.Bytes()[0x100:]); got != 0x600D {
 		t.Errorf("second client's write: %#x", got)
@@ -240,9 +240,9 @@ func TestResetsStopEngines(t *testing.T) {
 			dev := newSharedDevice(t)
 			d := attach(t, dev, 0xFF, true)
 			d.startQueue()
-			d.submit(cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceMem,
+			d.submit(pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceMem,
 				CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Addr: ltGART0, Ref: 0, Mask: 0xFFFFFFFF, Interval: 10}.Encode(),
-				cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: ltGART0 + 0x100, Data: []uint32{0xDEAD}}.Encode())
+				pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: ltGART0 + 0x100, Data: []uint32{0xDEAD}}.Encode())
 			eventually(t, "queue parked", func() bool {
 				return d.hqdRead(abi.REG_HQD_STATUS)&abi.REG_HQD_STATUS__STATE_MASK == abi.HQD_STATE_WAITING
 			})
@@ -342,7 +342,7 @@ func TestPolledDoorbellNewQueue(t *testing.T) {
 	for round := uint32(1); round <= 3; round++ {
 		d.startQueue()
 		// The same packets every round: the doorbell gets the same wptr each time.
-		d.submit(cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32,
+		d.submit(pm4.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data32,
 			Addr: abi.GPU_FB_BASE + ltFence, Data: 0x100}.Encode())
 		eventually(t, fmt.Sprintf("round %d's fence", round), func() bool { return d.fence() == 0x100 })
 		binary.LittleEndian.PutUint32(d.vram[ltFence:], 0)

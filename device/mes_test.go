@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // The scheduler end to end through vfio-user: the API ring, MQD and gang context in VRAM, a
@@ -142,7 +142,7 @@ func TestMESUserQueueWithProtectedFence(t *testing.T) {
 	if !m.frame(abi.MES_SCH_API_ADD_QUEUE, abi.MES_ADD_QUEUE_DW_API_STATUS, add) {
 		t.Fatalf("ADD_QUEUE failed: %#x", m.r.reg(abi.REG_MES_LAST_ERROR))
 	}
-	m.userSubmit(bypassWrite(vaData, 0x5EED), cptest.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0))
+	m.userSubmit(bypassWrite(vaData, 0x5EED), pm4.Packet(abi.PM4_IT_PROTECTED_FENCE_SIGNAL, 0))
 	eventually(t, "user job", func() bool { return m.u32(vtDataA) == 0x5EED })
 	eventually(t, "protected fence", func() bool { return m.get64(mtQFence) == m.qwptr })
 	m.r.setReg(abi.REG_MES_QUERY_DOORBELL, 2*mtDB)

@@ -70,6 +70,8 @@ func (d *Device) readID(off uint32) uint32 {
 		return uint32(d.cfg.MSIXVectors)
 	case abi.REG_ID_DOORBELL_COUNT:
 		return uint32(d.doorbells.Count())
+	case abi.REG_ID_COMPUTE_UNITS:
+		return uint32(d.computeUnits())
 	}
 	return 0
 }

@@ -27,6 +27,10 @@ enum vt_res t_semaphore(struct vt_case *t);
 /* t_l2.c */
 enum vt_res t_dma_data(struct vt_case *t);
 enum vt_res t_cache(struct vt_case *t);
+enum vt_res t_shader_vector_add(struct vt_case *t);
+enum vt_res t_shader_atomics(struct vt_case *t);
+enum vt_res t_shader_ids_2d(struct vt_case *t);
+enum vt_res t_shader_bad(struct vt_case *t);
 
 /* t_hang.c */
 enum vt_res t_hang_queue_reset(struct vt_case *t);

@@ -98,6 +98,10 @@ static const struct vt_def {
 	{ "mes_bad_frames", t_mes_bad_frames },
 	{ "mes_vmid_oversubscribe", t_mes_vmid_oversubscribe },
 	{ "protected_fence", t_protected_fence },
+	{ "shader_vector_add", t_shader_vector_add },
+	{ "shader_atomics", t_shader_atomics },
+	{ "shader_ids_2d", t_shader_ids_2d },
+	{ "shader_bad", t_shader_bad },
 };
 
 /*

@@ -212,4 +212,26 @@ static inline unsigned int pm4_dispatch_direct(u32 *p, u32 x, u32 y, u32 z)
 	return 5;
 }
 
+/*
+ * The SET_SH_REG packets of a shader dispatch (docs/shader.md): the program at prog (256-byte
+ * aligned, slots instruction slots), workgroups of tx*ty*tz work-items from group id 0, the
+ * default stack, the argument block at args (R1). VT_SHADER_DW dwords.
+ */
+#define VT_SHADER_DW		22
+static inline unsigned int pm4_shader(u32 *p, u64 prog, u32 slots, u32 tx, u32 ty, u32 tz, u64 args)
+{
+	const u32 pgm[2] = { lower_32_bits(prog >> 8), upper_32_bits(prog >> 8) & 0xFF };
+	const u32 grid[6] = { 0, 0, 0, tx, ty, tz };
+	const u32 ud[2] = { lower_32_bits(args), upper_32_bits(args) };
+	const u32 zero = 0;
+	unsigned int n;
+
+	n = pm4_set_sh(p, VGPU_SH_COMPUTE_PGM_LO, pgm, 2);
+	n += pm4_set_sh(p + n, VGPU_SH_COMPUTE_PGM_RSRC1, &slots, 1);
+	n += pm4_set_sh(p + n, VGPU_SH_COMPUTE_START_X, grid, 6);
+	n += pm4_set_sh(p + n, VGPU_SH_COMPUTE_TMPRING_SIZE, &zero, 1);
+	n += pm4_set_sh(p + n, VGPU_SH_COMPUTE_USER_DATA_0, ud, 2);
+	return n;
+}
+
 #endif /* VT_PM4_H */

@@ -51,6 +51,23 @@ type GuestOptions struct {
 	// default: it builds in a few milliseconds and boots as fast.
 	Gzip bool
 
+	// Flavour chooses the pinned Debian kernel: FlavourCloud (the default, also for "") or
+	// FlavourGeneric. Its packages, trees and modules have their own cache entries. A kernel of
+	// your own (Kernel) ignores it.
+	Flavour string
+	// Suite chooses what /init runs: SuiteKTAP ("" too: vgpu_test.ko) or SuiteDRM (the DRM
+	// modules, vgpu_drm.ko and /bin/vgpu-drmtest; it needs a kernel with DRM, so "" Flavour
+	// means FlavourGeneric for it). NoTestModule leaves either out.
+	Suite string
+	// DRMSrc is the DRM driver's folder (the repository's guest/drm; it includes from the
+	// include/ folder beside it and from guest/*.h, which the build copies with it). "" →
+	// guest/drm of the vgpu module that contains the working directory.
+	DRMSrc string
+	// GoModule is the root of the vgpu Go module (its go.mod) the DRM suite's program is built
+	// in; "" → the module that contains the working directory. DRMTestPackage is the program,
+	// "" → DRMTestPackage (vgpu/guest/drmtest).
+	GoModule, DRMTestPackage string
+
 	// StrictPin forbids the fallback from a pinned guest package the archive no longer serves
 	// (GuestKernelABI's kernel set, busybox-static) to the one it serves now: Guest fails
 	// instead. $VGPU_STRICT_PIN=1 does the same.
@@ -92,6 +109,15 @@ type GuestImage struct {
 	// GuestOptions.StrictPin.
 	Fallbacks []string
 
+	// Flavour is the pinned kernel's flavour (FlavourCloud, FlavourGeneric); "" for a kernel of
+	// your own. Suite is SuiteKTAP or SuiteDRM; "" when the image runs no suite (NoTestModule).
+	Flavour, Suite string
+	// DRMModules are the kernel modules the DRM suite's initramfs loads before vgpu_drm.ko
+	// (DRMModules and their dependencies, in load order); DRMDriver is vgpu_drm.ko and DRMTest
+	// the static program /init runs as /bin/vgpu-drmtest. Empty for the KTAP suite.
+	DRMModules         []string
+	DRMDriver, DRMTest string
+
 	// kmods returns the folder with all the kernel's modules (KernelModules); nil when there
 	// is none (your own kernel without ModulesDir).
 	kmods func(context.Context, io.Writer) (string, error)
@@ -108,7 +134,8 @@ const GuestCmdlineBase = "console=ttyS0 panic=-1 quiet no_timer_check"
 // Cmdline returns the kernel command line: CmdlineBase, then extra, then
 // vgpu_test_args="<testArgs>" when testArgs is not empty. The kernel hands parameters it does
 // not know to /init as environment variables; /init passes vgpu_test_args to insmod
-// vgpu_test.ko (e.g. "tests=dma,msix timeout_ms=5000"). Other /init switches go into extra:
+// vgpu_test.ko (e.g. "tests=dma,msix timeout_ms=5000"), or in the DRM suite to vgpu-drmtest
+// (e.g. "--tests userq_basic"). Other /init switches go into extra:
 // "vgpu_keep=1" (a shell instead of power-off), "vgpu_wait=N" (seconds), "vgpu_no_test=1".
 func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
 	parts := []string{g.CmdlineBase}
@@ -120,10 +147,13 @@ func (g *GuestImage) Cmdline(testArgs string, extra ...string) string {
 }
 
 // Guest provisions the test guest into the cache folder and returns it. With no kernel of your
-// own it downloads the pinned Debian bookworm cloud kernel, its headers and busybox-static
+// own it downloads the pinned Debian bookworm kernel of opts.Flavour (the cloud one by
+// default, the generic one for the DRM suite), its headers and busybox-static
 // (guestPackages; signature-checked through private apt roots) and unpacks them once into
 // guest-kernel-<key>/ and guest-busybox-<key>/, builds the test module from ModuleSrc into
-// guest-module-<key>/ and writes guest-initrd-<key>.cpio. Every key is a hash of what went into
+// guest-module-<key>/ (for the DRM suite: vgpu_drm.ko from DRMSrc there too, the program into
+// guest-prog-<key>/, the kernel's whole module tree into guest-kmods-<key>/) and writes
+// guest-initrd-<key>.cpio. Every key is a hash of what went into
 // the entry, so a second call reuses them without network, and any change (a pinned version,
 // a module source, /init) builds a new entry beside the old. Concurrent callers wait on lock
 // files.
@@ -152,9 +182,16 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	mirrors := guestMirrors{Main: opts.Mirror, Security: opts.SecurityMirror}
 
 	start := time.Now()
-	kernelPkgs, busyboxPkgs := splitGuestPackages(guestPackages)
+	suite, flavour, err := suiteFlavour(opts)
+	if err != nil {
+		return nil, err
+	}
+	kernelPkgs, busyboxPkgs := splitGuestPackages(guestPackages, flavour)
 	strict := opts.StrictPin || strictPinEnv()
-	g := &GuestImage{CmdlineBase: GuestCmdlineBase}
+	g := &GuestImage{CmdlineBase: GuestCmdlineBase, Suite: suite}
+	if opts.NoTestModule {
+		g.Suite = ""
+	}
 	var used []string // cache entries to keep (pruneGuestCache)
 
 	// The busybox tree is needed in both cases; fetch it while the kernel is handled.
@@ -201,6 +238,7 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			used = append(used, res.Record)
 		}
 		g.Kernel, g.PVH, g.KernelRelease, kdir, g.Packages = kt.Vmlinux, true, kt.Release, kt.KDir, kt.Packages
+		g.Flavour = flavour
 		kernelSet := res.Packages
 		g.kmods = func(ctx context.Context, progress io.Writer) (string, error) {
 			return provisionKernelModules(ctx, cache, kernelSet, mirrors, progress)
@@ -231,6 +269,8 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 	switch {
 	case opts.NoTestModule:
 		g.KDir = kdir
+	case g.Suite == SuiteDRM:
+		err = drmPayload(ctx, cache, kdir, opts, g, progress)
 	case opts.Module != "":
 		g.ModulePath, err = filepath.Abs(opts.Module)
 	case kdir == "":
@@ -283,12 +323,18 @@ func Guest(ctx context.Context, opts GuestOptions) (*GuestImage, error) {
 			return nil, err
 		}
 	}
+	if g.Suite == SuiteDRM {
+		if err := spec.addDRM(g); err != nil {
+			return nil, err
+		}
+	}
 	if g.Initrd, err = buildInitrd(cache, spec); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "guest: initrd %s in %.2fs; guest ready in %.1fs (kernel %s)\n",
 		filepath.Base(g.Initrd), time.Since(t).Seconds(), time.Since(start).Seconds(), g.KernelRelease)
-	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox) // "" is no cache entry
+	used = append(used, g.Kernel, g.Initrd, g.ModulePath, busybox, g.DRMDriver, g.DRMTest) // "" is no cache entry
+	used = append(used, g.DRMModules...)
 	pruneGuestCache(ctx, cache, used, guestCacheMaxAge, progress)
 	return g, nil
 }

@@ -72,7 +72,7 @@ func TestGuestEndToEnd(t *testing.T) {
 	// The private lists serve the kernel versions used (Apt.Versions is apt-cache madison): the
 	// pinned ones, or those of the fallback when the archive has moved on.
 	mirrors := guestMirrors{} // the host's archives
-	pinnedKernel, pinnedBusybox := splitGuestPackages(GuestPackages())
+	pinnedKernel, pinnedBusybox := splitGuestPackages(GuestPackages(), FlavourCloud)
 	used := usedKernelSet(t, g, pinnedKernel)
 	if len(g.Fallbacks) != 0 {
 		t.Logf("the archive no longer serves a pin: %q", g.Fallbacks)
@@ -229,7 +229,7 @@ func checkStalePins(t *testing.T, ctx context.Context, cache, src string, g *Gue
 		stale[i].Version += "~stale"
 	}
 	guestPackages = stale
-	kern, bb := splitGuestPackages(stale)
+	kern, bb := splitGuestPackages(stale, FlavourCloud)
 
 	// The resolution alone, against the real lists.
 	mirrors := guestMirrors{} // the host's archives
@@ -283,7 +283,7 @@ func checkGuest(t *testing.T, g *GuestImage) {
 	t.Helper()
 	release := GuestKernelRelease()
 	if len(g.Fallbacks) != 0 {
-		kernel, _ := splitGuestPackages(GuestPackages())
+		kernel, _ := splitGuestPackages(GuestPackages(), FlavourCloud)
 		abi, flavour, _, err := kernelSetABI(usedKernelSet(t, g, kernel))
 		if err != nil {
 			t.Fatal(err)

@@ -664,37 +664,109 @@ func TestModuleKey(t *testing.T) {
 }
 
 func TestGuestPinnedTable(t *testing.T) {
-	kernel, busybox := splitGuestPackages(guestPackages)
-	if len(busybox) != 1 || len(kernel) != 4 {
-		t.Fatalf("kernel set %v, busybox %v", kernel, busybox)
-	}
-	rel := GuestKernelRelease()
+	keys := map[string]string{}
 	kbuild := "linux-kbuild-" + strings.Join(strings.SplitN(GuestKernelABI, ".", 3)[:2], ".")
-	want := map[string]bool{"linux-image-" + rel: true, "linux-headers-" + rel: true,
-		"linux-headers-" + GuestKernelABI + "-common": true, kbuild: true}
-	version := kernel[0].Version
-	for _, p := range kernel {
-		if !want[p.Name] {
-			t.Errorf("%s does not belong to ABI %s", p.Name, GuestKernelABI)
+	for _, tc := range []struct{ flavour, deb string }{{FlavourCloud, "cloud-amd64"}, {FlavourGeneric, "amd64"}, {"", "cloud-amd64"}} {
+		kernel, busybox := splitGuestPackages(guestPackages, tc.flavour)
+		if len(busybox) != 1 || len(kernel) != 4 {
+			t.Fatalf("%q: kernel set %v, busybox %v", tc.flavour, kernel, busybox)
 		}
-		delete(want, p.Name)
-		if p.Version != version {
-			t.Errorf("%s: version %s, the image is %s", p.Name, p.Version, version)
+		rel := GuestKernelReleaseOf(tc.flavour)
+		if rel != GuestKernelABI+"-"+tc.deb {
+			t.Errorf("%q: release %s", tc.flavour, rel)
 		}
-		if p.Suite != "bookworm-security" && p.Suite != "bookworm" {
-			t.Errorf("%s: suite %s", p.Name, p.Suite)
+		abi, flavour, _, err := kernelSetABI(kernel)
+		if err != nil || abi != GuestKernelABI || flavour != tc.deb {
+			t.Errorf("%q: kernelSetABI = %s %s %v", tc.flavour, abi, flavour, err)
 		}
-		if p.Suite != kernel[0].Suite {
-			t.Errorf("%s: suite %s, the image is in %s (a fallback resolves the set in one suite)", p.Name, p.Suite, kernel[0].Suite)
+		want := map[string]bool{"linux-image-" + rel: true, "linux-headers-" + rel: true,
+			"linux-headers-" + GuestKernelABI + "-common": true, kbuild: true}
+		version := kernel[0].Version
+		if !strings.HasPrefix(kernel[0].Name, "linux-image-") {
+			t.Errorf("%q: the set starts with %s, not its image", tc.flavour, kernel[0].Name)
 		}
+		for _, p := range kernel {
+			if !want[p.Name] {
+				t.Errorf("%s does not belong to ABI %s, flavour %s", p.Name, GuestKernelABI, tc.deb)
+			}
+			delete(want, p.Name)
+			if p.Version != version {
+				t.Errorf("%s: version %s, the image is %s", p.Name, p.Version, version)
+			}
+			if p.Suite != "bookworm-security" && p.Suite != "bookworm" {
+				t.Errorf("%s: suite %s", p.Name, p.Suite)
+			}
+			if p.Suite != kernel[0].Suite {
+				t.Errorf("%s: suite %s, the image is in %s (a fallback resolves the set in one suite)", p.Name, p.Suite, kernel[0].Suite)
+			}
+		}
+		if len(want) != 0 {
+			t.Errorf("%q: missing from the kernel set: %v", tc.flavour, want)
+		}
+		keys[GuestKernelKey(kernel)] = tc.deb
 	}
-	if len(want) != 0 {
-		t.Errorf("missing from the kernel set: %v", want)
+	// One tree per flavour, and the cloud set's key is the one it had before the generic
+	// kernel joined the table (users' caches keep their tree).
+	if len(keys) != 2 {
+		t.Errorf("kernel keys per flavour: %v", keys)
+	}
+	cloud, _ := splitGuestPackages(guestPackages, FlavourCloud)
+	if got := GuestKernelKey(cloud); got != "e171151749a99e89" {
+		t.Errorf("cloud kernel key %s, was e171151749a99e89", got)
+	}
+	if k, b := splitGuestPackages(guestPackages, "rt"); len(k) != 0 || len(b) != 1 {
+		t.Errorf("unknown flavour: kernel %v", k)
 	}
 	for _, p := range guestPackages {
 		if p.Name == "" || p.Version == "" || strings.ContainsAny(p.Name+p.Version, " =") {
 			t.Errorf("bad entry %+v", p)
 		}
+	}
+}
+
+func TestFlavours(t *testing.T) {
+	for _, tc := range []struct {
+		opts           GuestOptions
+		suite, flavour string // "" → error
+	}{
+		{GuestOptions{}, SuiteKTAP, FlavourCloud},
+		{GuestOptions{Suite: SuiteKTAP}, SuiteKTAP, FlavourCloud},
+		{GuestOptions{Suite: SuiteDRM}, SuiteDRM, FlavourGeneric},
+		{GuestOptions{Flavour: FlavourGeneric}, SuiteKTAP, FlavourGeneric},
+		{GuestOptions{Suite: SuiteKTAP, Flavour: FlavourGeneric}, SuiteKTAP, FlavourGeneric},
+		{GuestOptions{Suite: SuiteDRM, Flavour: FlavourGeneric}, SuiteDRM, FlavourGeneric},
+		{GuestOptions{Suite: SuiteDRM, Flavour: FlavourCloud}, "", ""}, // no DRM in the cloud kernel
+		{GuestOptions{Suite: SuiteDRM, Flavour: FlavourCloud, Kernel: "own"}, SuiteDRM, FlavourCloud},
+		{GuestOptions{NoTestModule: true}, SuiteKTAP, FlavourCloud},
+		{GuestOptions{NoTestModule: true, Flavour: FlavourGeneric}, SuiteKTAP, FlavourGeneric},
+		{GuestOptions{Flavour: "rt"}, "", ""},
+		{GuestOptions{Suite: "kunit"}, "", ""},
+	} {
+		suite, flavour, err := suiteFlavour(tc.opts)
+		if tc.suite == "" {
+			if err == nil {
+				t.Errorf("%+v: %s %s, want an error", tc.opts, suite, flavour)
+			}
+			continue
+		}
+		if err != nil || suite != tc.suite || flavour != tc.flavour {
+			t.Errorf("%+v: %q %q %v, want %q %q", tc.opts, suite, flavour, err, tc.suite, tc.flavour)
+		}
+	}
+	for f, want := range map[string]string{"": "cloud-amd64", "cloud": "cloud-amd64", "generic": "amd64", "amd64": ""} {
+		got, err := DebianFlavour(f)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("DebianFlavour(%q) = %q %v", f, got, err)
+		}
+	}
+	for name, want := range map[string]string{"linux-image-6.1.0-57-amd64": "amd64", "linux-headers-6.1.0-57-cloud-amd64": "cloud-amd64",
+		"linux-headers-6.1.0-57-common": "common", "linux-kbuild-6.1": "", "busybox-static": ""} {
+		if got := packageFlavour(name); got != want {
+			t.Errorf("packageFlavour(%s) = %q, want %q", name, got, want)
+		}
+	}
+	if SuiteFlavour(SuiteDRM) != FlavourGeneric || SuiteFlavour(SuiteKTAP) != FlavourCloud {
+		t.Errorf("SuiteFlavour")
 	}
 }
 

@@ -41,6 +41,25 @@
 # The suite's waits are bounded: a missing module, a missing device or a stuck insmod still ends
 # with "# vgpu-init: end" and a power-off.
 #
+# The DRM suite (the initramfs has /etc/vgpu-suite saying "drm": the generic kernel's image)
+# replaces steps 3 and 4 too: /init loads the kernel's DRM modules listed in
+# /lib/modules/drm/load.order (dependencies first), then /lib/modules/vgpu_drm.ko, mounts
+# debugfs at /sys/kernel/debug (devtmpfs is at /dev already), waits for /dev/dri/renderD128,
+# runs /bin/vgpu-drmtest $vgpu_test_args --iommu-mode on|off (on when the kernel runs with
+# intel_iommu=on) and sends its standard output, a KTAP document, as the report's KTAP block;
+# its standard error becomes notes. Then it unloads vgpu_drm and reports:
+#
+#   # vgpu-init: kmod NAME rc=N            (each DRM module of the kernel)
+#   # vgpu-init: drm-kmods rc=N            (0 when every one loaded)
+#   # vgpu-init: drm-insmod rc=N           (vgpu_drm.ko; "none" when not tried)
+#   # vgpu-init: render-node=PATH|none
+#   # vgpu-init: drmtest rc=N              (the program's exit status, or timeout)
+#   # vgpu-init: drm-rmmod rc=N
+#   # vgpu-init: irqs-after-rmmod=N
+#
+# then the same kernel-warnings/tainted/uptime/end lines. vgpu_drmtest_wait=N bounds the
+# program (seconds, default 180).
+#
 # Kernel command line parameters that the kernel does not know are handed to /init as
 # environment variables:
 #   vgpu_test_args="tests=dma,msix timeout_ms=5000"   module parameters for vgpu_test.ko
@@ -239,8 +258,103 @@ user_run() {
 	done
 }
 
+# The DRM suite: the kernel's DRM modules, vgpu_drm.ko, the userspace program.
+drm_suite() {
+	D=/lib/modules/drm
+	kmods=0
+	while read -r m; do
+		[ -n "$m" ] || continue
+		krc=$(run_bounded 60 "kmod-$m" insmod "$D/$m.ko")
+		say "${P}kmod $m rc=$krc"
+		if [ "$krc" != 0 ]; then
+			note_output "kmod-$m"
+			[ "$kmods" = 0 ] && kmods=$krc
+		fi
+	done <"$D/load.order"
+	say "${P}drm-kmods rc=$kmods"
+	mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+	grep -q ' /dev devtmpfs ' /proc/mounts || note "devtmpfs is not mounted at /dev: no render node"
+
+	ko=/lib/modules/vgpu_drm.ko
+	rc=none
+	if [ "$vgpu_no_test" = 1 ]; then
+		note "vgpu_no_test=1: not loading vgpu_drm.ko"
+	elif [ "$kmods" != 0 ]; then
+		note "a DRM module failed to load: not loading vgpu_drm.ko"
+	elif [ ! -f "$ko" ]; then
+		note "$ko missing"
+	else
+		rc=$(run_bounded "$WAIT" insmod insmod "$ko")
+		note_output insmod
+	fi
+	say "${P}drm-insmod rc=$rc"
+
+	node=none
+	prc=none
+	if [ "$rc" = 0 ]; then
+		# The driver registers the render node at probe; devtmpfs creates it soon after.
+		i=0
+		while [ $i -lt 100 ]; do
+			if [ -c /dev/dri/renderD128 ]; then
+				node=/dev/dri/renderD128
+				break
+			fi
+			sleep 0.05
+			i=$((i + 1))
+		done
+		say "${P}render-node=$node"
+		mode=off
+		read -r cl </proc/cmdline
+		for w in $cl; do [ "$w" = intel_iommu=on ] && mode=on; done
+		dwait=${vgpu_drmtest_wait:-180}
+		case "$dwait" in '' | *[!0-9]*) dwait=180 ;; esac
+		# shellcheck disable=SC2086 # the arguments are words
+		/bin/vgpu-drmtest $vgpu_test_args --iommu-mode "$mode" >/run/drmtest.ktap 2>/run/drmtest.err </dev/null &
+		ppid=$!
+		t0=$(now)
+		timed_out=
+		while kill -0 "$ppid" 2>/dev/null; do
+			if [ $(($(now) - t0)) -ge "$dwait" ]; then
+				note "vgpu-drmtest did not finish within ${dwait}s: killed"
+				kill -9 "$ppid" 2>/dev/null
+				timed_out=1
+				break
+			fi
+			sleep 0.1
+		done
+		wait "$ppid"
+		prc=$?
+		[ -z "$timed_out" ] || prc=timeout
+	fi
+	if [ -s /run/drmtest.ktap ]; then
+		cat /run/drmtest.ktap
+		cat /run/drmtest.ktap >>"$REPORT"
+		# A document cut short must not swallow the lines that follow.
+		[ -z "$(tail -c 1 /run/drmtest.ktap)" ] || say ""
+	elif [ "$prc" != none ]; then
+		note "vgpu-drmtest printed nothing on its standard output"
+	fi
+	if [ -s /run/drmtest.err ]; then
+		head -n 200 /run/drmtest.err | while IFS= read -r line; do note "vgpu-drmtest: $line"; done
+	fi
+	say "${P}drmtest rc=$prc"
+
+	rrc=none
+	if [ "$rc" = 0 ] || grep -q '^vgpu_drm ' /proc/modules 2>/dev/null; then
+		rrc=$(run_bounded 30 rmmod rmmod vgpu_drm)
+		note_output rmmod
+	fi
+	say "${P}drm-rmmod rc=$rrc"
+	irqs=$(grep -c vgpu /proc/interrupts)
+	say "${P}irqs-after-rmmod=${irqs:-0}"
+}
+
+suite=
+[ -f /etc/vgpu-suite ] && read -r suite </etc/vgpu-suite
 if [ -f /etc/vgpu-run/plan ]; then
 	user_run
+elif [ "$suite" = drm ]; then
+	drm_suite
 else
 	# 3. The test module.
 	ko=/lib/modules/vgpu_test.ko

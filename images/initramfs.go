@@ -168,6 +168,13 @@ type initrdSpec struct {
 	// Test is vgpu_test.ko (may be nil: /init then reports a missing module).
 	Test []byte
 	Gzip bool
+
+	// Suite is SuiteDRM for the DRM suite ("" for the KTAP suite): /etc/vgpu-suite says so to
+	// /init, which then loads DRM (the kernel's DRM modules, in order) and Driver
+	// (vgpu_drm.ko) and runs Program (/bin/vgpu-drmtest).
+	Suite           string
+	DRM             []initrdFile
+	Driver, Program []byte
 }
 
 // initrdLayout is mixed into the initrd cache key; bump it when writeInitrd changes.
@@ -189,6 +196,15 @@ func (s *initrdSpec) key() string {
 		items = append(items, "module "+m.Name+" "+sum(m.Data))
 	}
 	items = append(items, "order "+strings.Join(order, ","))
+	if s.Suite != "" {
+		drm := make([]string, len(s.DRM))
+		for i, m := range s.DRM {
+			drm[i] = m.Name
+			items = append(items, "drm-module "+m.Name+" "+sum(m.Data))
+		}
+		items = append(items, "suite "+s.Suite, "drm-order "+strings.Join(drm, ","),
+			"driver "+sum(s.Driver), "program "+sum(s.Program))
+	}
 	return Key(initrdLayout, items)
 }
 
@@ -226,6 +242,22 @@ func (s *initrdSpec) write(w io.Writer) error {
 	c.File("lib/modules/load.order", 0o644, []byte(order.String()))
 	if s.Test != nil {
 		c.File("lib/modules/vgpu_test.ko", 0o644, s.Test)
+	}
+	if s.Suite != "" {
+		c.File(suiteInitrdFile, 0o644, []byte(s.Suite+"\n"))
+		c.Dir(drmInitrdDir, 0o755)
+		var drm strings.Builder
+		for _, m := range s.DRM {
+			c.File(drmInitrdDir+"/"+m.Name+".ko", 0o644, m.Data)
+			drm.WriteString(m.Name + "\n")
+		}
+		c.File(drmInitrdDir+"/load.order", 0o644, []byte(drm.String()))
+		if s.Driver != nil {
+			c.File(drmInitrdDriver, 0o644, s.Driver)
+		}
+		if s.Program != nil {
+			c.File(drmInitrdProgram, 0o755, s.Program)
+		}
 	}
 	c.File("init", 0o755, s.Init)
 	if err := c.Close(); err != nil {

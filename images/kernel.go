@@ -26,37 +26,84 @@ type GuestPackage struct {
 	Suite string // "bookworm" or "bookworm-security"
 }
 
-// GuestKernelABI is the ABI of the pinned guest kernel; the kernel release (uname -r, the
-// vermagic of every module) is GuestKernelABI + "-cloud-amd64".
+// GuestKernelABI is the ABI of the pinned guest kernels; the kernel release (uname -r, the
+// vermagic of every module) is GuestKernelABI + "-" + the Debian flavour: "-cloud-amd64" for the
+// cloud kernel that runs vgpu's KTAP suite, "-amd64" for the generic one (it has DRM, which the
+// cloud kernel lacks) that runs the DRM suite (GuestKernelReleaseOf).
 //
-// guestPackages is the only place the guest's versions live. The kernel set comes from
-// bookworm-security, which carries newer kernels than bookworm between point releases and
-// drops the old one at every kernel security update (about monthly). The pin stays the
-// preferred set; when the archive no longer serves it, Guest falls back to the kernel the
-// archive serves now (resolveKernelPin: the ABI linux-image-cloud-amd64 depends on) and says so
+// guestPackages is the only place the guest's versions live: both flavours' image and headers,
+// the -common headers and kbuild they share, and busybox-static (splitGuestPackages picks a
+// flavour's set). The kernel sets come from bookworm-security, which carries newer kernels
+// than bookworm between point releases and drops the old one at every kernel security update
+// (about monthly). The pin stays the preferred set; when the archive no longer serves it,
+// Guest falls back to the kernel the archive serves now (resolveKernelPin: the ABI the
+// flavour's metapackage, linux-image-cloud-amd64 or linux-image-amd64, depends on) and says so
 // on its progress writer, and likewise to the served busybox-static after a point release
-// (resolveLatestPin); GuestOptions.StrictPin or $VGPU_STRICT_PIN=1 makes it fail instead. Update
-// GuestKernelABI and the table together (TestGuestPinnedTable checks they agree). Cache keys
-// are made from the versions actually used, so trees are never reused by mistake.
+// (resolveLatestPin); GuestOptions.StrictPin or $VGPU_STRICT_PIN=1 makes it fail instead.
+// Update GuestKernelABI and the table together (TestGuestPinnedTable checks they agree). Cache
+// keys are made from the versions actually used, so trees are never reused by mistake.
 const GuestKernelABI = "6.1.0-57"
 
 var guestPackages = []GuestPackage{
 	{Package{"linux-image-6.1.0-57-cloud-amd64", "6.1.192-3"}, "bookworm-security"},
 	{Package{"linux-headers-6.1.0-57-cloud-amd64", "6.1.192-3"}, "bookworm-security"},
+	{Package{"linux-image-6.1.0-57-amd64", "6.1.192-3"}, "bookworm-security"},
+	{Package{"linux-headers-6.1.0-57-amd64", "6.1.192-3"}, "bookworm-security"},
 	{Package{"linux-headers-6.1.0-57-common", "6.1.192-3"}, "bookworm-security"},
 	{Package{"linux-kbuild-6.1", "6.1.192-3"}, "bookworm-security"},
 	{Package{"busybox-static", "1:1.35.0-4+deb12u1+b1"}, "bookworm"},
 }
 
-// GuestPackages returns a copy of the pinned guest package set.
+// GuestPackages returns a copy of the pinned guest package set (both kernel flavours).
 func GuestPackages() []GuestPackage { return append([]GuestPackage(nil), guestPackages...) }
 
-// GuestKernelRelease is the uname -r of the pinned kernel.
-func GuestKernelRelease() string { return GuestKernelABI + "-cloud-amd64" }
+// The guest kernel flavours (GuestOptions.Flavour).
+const (
+	// FlavourCloud is Debian's cloud kernel (linux-image-*-cloud-amd64): small, fast to boot,
+	// no DRM. vgpu's KTAP suite runs on it; it is the default.
+	FlavourCloud = "cloud"
+	// FlavourGeneric is Debian's generic kernel (linux-image-*-amd64): drm, drm_shmem_helper,
+	// drm_buddy and gpu-sched as modules. The DRM suite runs on it.
+	FlavourGeneric = "generic"
+)
+
+// Flavours lists the guest kernel flavours, the default first.
+func Flavours() []string { return []string{FlavourCloud, FlavourGeneric} }
+
+// DebianFlavour is the Debian flavour of a guest kernel flavour, the tail of its package names
+// and of its release: "cloud-amd64" for "cloud" (and ""), "amd64" for "generic".
+func DebianFlavour(flavour string) (string, error) {
+	switch flavour {
+	case "", FlavourCloud:
+		return "cloud-amd64", nil
+	case FlavourGeneric:
+		return "amd64", nil
+	}
+	return "", fmt.Errorf("images: unknown guest kernel flavour %q (want %s)", flavour, strings.Join(Flavours(), " or "))
+}
+
+// GuestKernelRelease is the uname -r of the pinned cloud kernel.
+func GuestKernelRelease() string { return GuestKernelReleaseOf(FlavourCloud) }
+
+// GuestKernelReleaseOf is the uname -r of the pinned kernel of a flavour ("" when the flavour
+// is unknown).
+func GuestKernelReleaseOf(flavour string) string {
+	deb, err := DebianFlavour(flavour)
+	if err != nil {
+		return ""
+	}
+	return GuestKernelABI + "-" + deb
+}
 
 // VirtioModules are the modules the guest needs for its results port, in load order (the
-// kernel package ships no modules.dep; a wrong order fails with "unknown symbol").
+// kernel package ships no modules.dep; a wrong order fails with "unknown symbol"). Both
+// flavours build them as modules.
 var VirtioModules = []string{"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_console"}
+
+// DRMModules are the generic kernel's modules vgpu_drm.ko needs (the DRM suite's initramfs
+// carries them and what they depend on, in dependency order: KernelModules). dma-buf and
+// sync_file are built into the kernel.
+var DRMModules = []string{"drm", "drm_shmem_helper", "drm_buddy", "gpu_sched"}
 
 // Layout tags mixed into the cache keys; bump one when the way its tree is built changes.
 const (
@@ -76,15 +123,34 @@ func packagesKey(layout string, pkgs []GuestPackage) string {
 // GuestKernelKey names the folder guest-kernel-<key> of a package set.
 func GuestKernelKey(pkgs []GuestPackage) string { return packagesKey(guestKernelLayout, pkgs) }
 
-func splitGuestPackages(pkgs []GuestPackage) (kernel, busybox []GuestPackage) {
+// splitGuestPackages returns a flavour's kernel set out of pkgs (its linux-image and
+// linux-headers, and the -common headers and kbuild every flavour shares, in table order) and
+// busybox-static. An unknown flavour gives no kernel set.
+func splitGuestPackages(pkgs []GuestPackage, flavour string) (kernel, busybox []GuestPackage) {
+	deb, err := DebianFlavour(flavour)
 	for _, p := range pkgs {
-		if p.Name == "busybox-static" {
+		switch tag := packageFlavour(p.Name); {
+		case p.Name == "busybox-static":
 			busybox = append(busybox, p)
-		} else {
+		case err != nil:
+		case tag == "" || tag == "common" || tag == deb:
 			kernel = append(kernel, p)
 		}
 	}
 	return kernel, busybox
+}
+
+// kernelPackageRE splits the name of a per-ABI kernel package, linux-image-<abi>-<flavour> or
+// linux-headers-<abi>-<flavour> ("common" for the shared headers).
+var kernelPackageRE = regexp.MustCompile(`^linux-(?:image|headers)-[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-([a-z0-9][a-z0-9-]*)$`)
+
+// packageFlavour is the Debian flavour a kernel package is built for ("cloud-amd64", "amd64",
+// "common"), or "" for a package every flavour shares (linux-kbuild-*).
+func packageFlavour(name string) string {
+	if m := kernelPackageRE.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // pinLister is what resolving a pin needs from the private lists of the pin's suite: *Apt, or
@@ -537,9 +603,9 @@ func provisionKernel(ctx context.Context, cache string, pkgs []GuestPackage, mir
 	if release == "" {
 		return nil, errors.New("images: the guest package set has no linux-image-*")
 	}
-	abi, _, ok := strings.Cut(release, "-cloud-")
-	if !ok {
-		abi = release
+	abi, _, _, err := kernelSetABI(pkgs)
+	if err != nil {
+		return nil, err
 	}
 	root, m, err := provisionTree(ctx, cache, "guest-kernel", GuestKernelKey(pkgs), pkgs, mirrors, progress,
 		func(tmp string) (string, error) {
@@ -759,8 +825,11 @@ func hintGuestMissing(ctx context.Context, apt *Apt, pkgs []GuestPackage, err er
 		return err
 	}
 	hint := ""
-	if vs, verr := apt.Versions(ctx, "linux-image-cloud-amd64"); verr == nil && len(vs) > 0 {
-		hint = fmt.Sprintf("; the archive's linux-image-cloud-amd64 is %s (apt-cache show it for the ABI)", vs[0])
+	if _, flavour, _, ferr := kernelSetABI(pkgs); ferr == nil {
+		meta := "linux-image-" + flavour
+		if vs, verr := apt.Versions(ctx, meta); verr == nil && len(vs) > 0 {
+			hint = fmt.Sprintf("; the archive's %s is %s (apt-cache show it for the ABI)", meta, vs[0])
+		}
 	}
 	return fmt.Errorf("%w\nimages: pinned guest versions no longer in the archive, update GuestKernelABI and guestPackages: %s%s",
 		err, strings.Join(gone, "; "), hint)

@@ -387,7 +387,7 @@ func TestResolvePins(t *testing.T) {
 // TestResolveGuestPinnedTable resolves the real table against an archive that serves it, and
 // against one that has moved on.
 func TestResolveGuestPinnedTable(t *testing.T) {
-	kernel, busybox := splitGuestPackages(guestPackages)
+	kernel, busybox := splitGuestPackages(guestPackages, FlavourCloud)
 	abi, flavour, version, err := kernelSetABI(kernel)
 	if err != nil || abi != GuestKernelABI || flavour != "cloud-amd64" {
 		t.Fatalf("kernelSetABI = %q %q %q %v", abi, flavour, version, err)

@@ -13,7 +13,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -49,6 +51,11 @@ func moduleSources(dir string) ([]string, error) {
 			if rel != "." && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
+			if rel != "." && (isModuleDir(p) || isGoPackageDir(p)) {
+				// Another module (guest/drm in guest/), built on its own, or a Go program's
+				// folder (guest/drmtest, with the C headers it mirrors): not this module's.
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if d.Type().IsRegular() && isModuleSource(rel) {
@@ -64,6 +71,142 @@ func moduleSources(dir string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// isModuleDir reports whether dir holds a module of its own (a Kbuild file).
+func isModuleDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "Kbuild"))
+	return err == nil
+}
+
+// isGoPackageDir reports whether dir holds Go files.
+func isGoPackageDir(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	return len(m) > 0
+}
+
+// moduleTree is what a module build copies into its folder: the module's own folder and what
+// of its parent folder it includes from (guest/drm: ccflags -I$(src)/../include -I$(src)/..,
+// for guest/include/vgpu_abi.h and guest/pm4.h). Without siblings the module's files lie at the
+// top of the build folder, as they always have; with them the build folder stands for the
+// parent: the module keeps its folder's name (drm/), the siblings theirs, and make runs in the
+// module's.
+type moduleTree struct {
+	src string // the module's folder
+	// siblings name what of the parent folder to copy: a folder (copied whole, e.g. "include")
+	// or a pattern of the parent's own files (e.g. "*.h").
+	siblings []string
+}
+
+// parentIncludeRE finds what a Kbuild or Makefile includes from the parent folder:
+// $(src)/.. and $(src)/../include (also $(srctree)-free spellings with $(M)).
+var parentIncludeRE = regexp.MustCompile(`\$[({](?:src|M|CURDIR)[)}]/\.\.(/[A-Za-z0-9_.-]+)?`)
+
+// cIncludeRE finds #include "../dir/file.h" in a C source.
+var cIncludeRE = regexp.MustCompile(`(?m)^\s*#\s*include\s+"\.\./([A-Za-z0-9_.-]+)/`)
+
+// parentIncludes returns what the module in src includes from its parent folder, as
+// moduleTree siblings: "*.h" for the parent itself ($(src)/..), a folder name for
+// $(src)/../dir or #include "../dir/...". Only what exists is returned.
+func parentIncludes(src string) ([]string, error) {
+	files, err := moduleSources(src)
+	if err != nil {
+		return nil, err
+	}
+	parent := filepath.Dir(src)
+	var out []string
+	addDir := func(d string) {
+		if st, err := os.Stat(filepath.Join(parent, d)); err == nil && st.IsDir() && !containsString(out, d) && d != filepath.Base(src) {
+			out = append(out, d)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, err
+		}
+		base := path.Base(f)
+		if base == "Kbuild" || base == "Makefile" {
+			for _, m := range parentIncludeRE.FindAllStringSubmatch(string(b), -1) {
+				if m[1] == "" {
+					if !containsString(out, "*.h") {
+						out = append(out, "*.h")
+					}
+				} else {
+					addDir(strings.TrimPrefix(m[1], "/"))
+				}
+			}
+			continue
+		}
+		for _, m := range cIncludeRE.FindAllStringSubmatch(string(b), -1) {
+			addDir(m[1])
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// files lists the tree's source files relative to the build folder, each with its path on the
+// host.
+func (m moduleTree) files() (rel, host []string, err error) {
+	own, err := moduleSources(m.src)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix := ""
+	if len(m.siblings) > 0 {
+		prefix = filepath.Base(m.src) + "/"
+	}
+	for _, f := range own {
+		rel = append(rel, prefix+f)
+		host = append(host, filepath.Join(m.src, filepath.FromSlash(f)))
+	}
+	for _, s := range m.siblings {
+		if strings.ContainsAny(s, "*?[") {
+			matches, err := filepath.Glob(filepath.Join(filepath.Dir(m.src), s))
+			if err != nil {
+				return nil, nil, err
+			}
+			sort.Strings(matches)
+			for _, p := range matches {
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && isModuleSource(filepath.Base(p)) {
+					rel = append(rel, filepath.Base(p))
+					host = append(host, p)
+				}
+			}
+			continue
+		}
+		dir := filepath.Join(filepath.Dir(m.src), s)
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if p != dir && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			r, _ := filepath.Rel(dir, p)
+			if d.Type().IsRegular() && isModuleSource(r) {
+				rel = append(rel, s+"/"+filepath.ToSlash(r))
+				host = append(host, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("images: the module in %s includes from %s: %w", m.src, dir, err)
+		}
+	}
+	return rel, host, nil
+}
+
+// makeDir is the folder of the build folder that make builds (M=).
+func (m moduleTree) makeDir(build string) string {
+	if len(m.siblings) == 0 {
+		return build
+	}
+	return filepath.Join(build, filepath.Base(m.src))
 }
 
 func fileSHA256(path string) (string, error) {
@@ -82,8 +225,10 @@ func fileSHA256(path string) (string, error) {
 // ModuleKey is the cache key of a module build: the module's sources (names and contents) and
 // the kernel it is built for (release, Module.symvers and .config of KDIR). The same sources
 // for the same kernel give the same key, wherever the folders are.
-func ModuleKey(kdir, srcDir string) (string, error) {
-	files, err := moduleSources(srcDir)
+func ModuleKey(kdir, srcDir string) (string, error) { return moduleTree{src: srcDir}.key(kdir) }
+
+func (m moduleTree) key(kdir string) (string, error) {
+	rel, host, err := m.files()
 	if err != nil {
 		return "", err
 	}
@@ -92,8 +237,8 @@ func ModuleKey(kdir, srcDir string) (string, error) {
 		return "", err
 	}
 	items := []string{"release " + release}
-	for _, f := range files {
-		sum, err := fileSHA256(filepath.Join(srcDir, filepath.FromSlash(f)))
+	for i, f := range rel {
+		sum, err := fileSHA256(host[i])
 		if err != nil {
 			return "", err
 		}
@@ -213,7 +358,33 @@ func builtModules(dir string) []string {
 	return names
 }
 
+// BuildModuleWith is BuildModule for a module that includes from its parent folder (siblings:
+// folders beside its own such as "include", or patterns of the parent's files such as "*.h";
+// guest/drm includes guest/include/vgpu_abi.h and guest/pm4.h): they are copied with it and
+// are part of the cache key. What its Kbuild and sources say they include from the parent
+// (parentIncludes) is copied too. It returns the .ko named want (e.g. "vgpu_drm.ko"), or the
+// first one the build made when want is "" or not among them.
+func BuildModuleWith(ctx context.Context, kdir, srcDir string, siblings []string, want, cacheDir string, progress io.Writer) (string, error) {
+	found, err := parentIncludes(srcDir)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range siblings {
+		if !containsString(found, s) {
+			found = append(found, s)
+		}
+	}
+	sort.Strings(found)
+	return buildModuleTree(ctx, kdir, moduleTree{src: srcDir, siblings: found}, want, cacheDir, progress)
+}
+
+// buildModule builds BuildModule's and BuildModules' folder, with what it includes from its
+// parent (parentIncludes: nothing for guest/, whose build folder is laid out as it always was).
 func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Writer) (string, error) {
+	return BuildModuleWith(ctx, kdir, srcDir, nil, "vgpu_test.ko", cache, progress)
+}
+
+func buildModuleTree(ctx context.Context, kdir string, tree moduleTree, want, cache string, progress io.Writer) (string, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -221,10 +392,11 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	if kdir, err = filepath.Abs(kdir); err != nil {
 		return "", err
 	}
-	if srcDir, err = filepath.Abs(srcDir); err != nil {
+	if tree.src, err = filepath.Abs(tree.src); err != nil {
 		return "", err
 	}
-	key, err := ModuleKey(kdir, srcDir)
+	srcDir := tree.src
+	key, err := tree.key(kdir)
 	if err != nil {
 		return "", err
 	}
@@ -259,12 +431,12 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 			os.RemoveAll(tmp)
 		}
 	}()
-	files, err := moduleSources(srcDir)
+	files, hostFiles, err := tree.files()
 	if err != nil {
 		return "", err
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(srcDir, filepath.FromSlash(f)))
+	for i, f := range files {
+		b, err := os.ReadFile(hostFiles[i])
 		if err != nil {
 			return "", err
 		}
@@ -278,13 +450,14 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 	}
 
 	start := time.Now()
-	fmt.Fprintf(progress, "module: building %s for %s (make -C %s M=%s modules)\n", filepath.Base(srcDir), release, kdir, tmp)
+	mdir := tree.makeDir(tmp)
+	fmt.Fprintf(progress, "module: building %s for %s (make -C %s M=%s modules)\n", filepath.Base(srcDir), release, kdir, mdir)
 	if _, err := exec.LookPath("make"); err != nil {
 		return "", errors.New("images: make not found: install make and gcc (apt-get install make gcc-12)")
 	}
 	// __FILE__ (in WARN_ON and BUG reports) relative to the module folder: "mydrv.c:65", not
 	// the path of a build folder that is renamed when the build is done.
-	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+tmp, "KCFLAGS=-fmacro-prefix-map="+tmp+"/=", "modules")
+	cmd := exec.CommandContext(ctx, "make", "-C", kdir, "M="+mdir, "KCFLAGS=-fmacro-prefix-map="+mdir+"/=", "modules")
 	cmd.Env = moduleBuildEnv()
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
@@ -297,13 +470,20 @@ func buildModule(ctx context.Context, kdir, srcDir, cache string, progress io.Wr
 		return "", fmt.Errorf("images: building the module in %s against %s failed: %w%s\n%s",
 			srcDir, kdir, err, compilerHint(kdir), lastLines(out.String(), 80))
 	}
-	all := builtModules(tmp)
+	var all []string
+	for _, n := range builtModules(mdir) {
+		rel, _ := filepath.Rel(tmp, filepath.Join(mdir, filepath.FromSlash(n)))
+		all = append(all, filepath.ToSlash(rel))
+	}
 	if len(all) == 0 {
-		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", tmp, lastLines(out.String(), 40))
+		return "", fmt.Errorf("images: make produced no .ko in %s:\n%s", mdir, lastLines(out.String(), 40))
 	}
 	ko := filepath.Join(tmp, filepath.FromSlash(all[0]))
-	if containsString(all, "vgpu_test.ko") {
-		ko = filepath.Join(tmp, "vgpu_test.ko")
+	for _, n := range all {
+		if want != "" && path.Base(n) == want {
+			ko = filepath.Join(tmp, filepath.FromSlash(n))
+			break
+		}
 	}
 	var vermagic string
 	for _, n := range all {

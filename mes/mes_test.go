@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 func TestBringupAndAddRemove(t *testing.T) {
@@ -99,7 +99,7 @@ func TestPriorityPreempts(t *testing.T) {
 	low.add(abi.MES_PRIORITY_LOW, 1<<40) // a quantum that never expires
 	flag := low.data + 0x800
 	// The low queue parks on a flag nobody sets: it holds the slot.
-	low.submit(cptest.WaitMem(flag, 1)...)
+	low.submit(pm4.WaitMem(flag, 1)...)
 	r.waitFor("low mapped", 5*time.Second, func() bool { return low.status()&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 })
 	high := r.queueAt(1, 0)
 	high.add(abi.MES_PRIORITY_HIGH, 0)
@@ -125,8 +125,8 @@ func TestHangDetectAndReset(t *testing.T) {
 	r.ok(cfg, abi.MES_SCHED_CFG_DW_API_STATUS)
 	bad := r.queueAt(0, 0)
 	bad.add(abi.MES_PRIORITY_NORMAL, 0)
-	bad.submit(cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0)...)
-	bad.submit(cptest.DispatchDirect(1, 1, 1)...)
+	bad.submit(pm4.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0)...)
+	bad.submit(pm4.DispatchDirect(1, 1, 1)...)
 	good := r.queueAt(1, 0)
 	good.add(abi.MES_PRIORITY_NORMAL, 0)
 	good.job(0)
@@ -288,7 +288,7 @@ func TestSuspendResume(t *testing.T) {
 	q := r.queueAt(0, 0)
 	q.add(abi.MES_PRIORITY_NORMAL, 0)
 	flag := q.data + 0x800
-	q.submit(cptest.WaitMem(flag, 1)...)
+	q.submit(pm4.WaitMem(flag, 1)...)
 	q.job(0)
 	r.waitFor("mapped", 5*time.Second, func() bool { return q.status()&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 })
 	fence := uint64(0xE100)

@@ -9,6 +9,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // The rig is a driver's view of a scheduler on a real CP: a flat memory (cptest.Memory, one
@@ -221,7 +222,7 @@ func (q *testQueue) submit(dws ...uint32) {
 }
 
 // job appends one job: write seq at data+4*seq (order is checked from the contents).
-func (q *testQueue) job(seq uint32) { q.submit(cptest.WriteMem(q.data+4*uint64(seq%1024), seq+1)...) }
+func (q *testQueue) job(seq uint32) { q.submit(pm4.WriteMem(q.data+4*uint64(seq%1024), seq+1)...) }
 
 func (q *testQueue) done(seq uint32) bool { return q.r.mem.Load32(q.data+4*uint64(seq%1024)) == seq+1 }
 

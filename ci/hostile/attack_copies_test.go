@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // maxCount is DMA_DATA's largest byte count (26 bits); maxCount4 the largest multiple of 4.
@@ -28,20 +28,20 @@ func attackMaxCopies(t *testing.T, e *env) {
 		packets [][]uint32
 	}{
 		{"VRAM to VRAM, 64 MiB, direct", [][]uint32{dmaDirect(fb(vBig), fb(vBig+64<<20), maxCount4)}},
-		{"VRAM to VRAM, 64 MiB, through L2", [][]uint32{cptest.DMACopy(fb(vBig+128<<20), fb(vBig), maxCount4)}},
-		{"fill of 2^26-1 bytes of VRAM through L2", [][]uint32{cptest.DMAFill(fb(vBig+64<<20), 0xF111F111, maxCount)}},
+		{"VRAM to VRAM, 64 MiB, through L2", [][]uint32{pm4.DMACopy(fb(vBig+128<<20), fb(vBig), maxCount4)}},
+		{"fill of 2^26-1 bytes of VRAM through L2", [][]uint32{pm4.DMAFill(fb(vBig+64<<20), 0xF111F111, maxCount)}},
 		{"64 MiB from guest memory (8 MiB mapped) into VRAM", [][]uint32{dmaDirect(fb(vBig), gart(gSys), maxCount4)}},
-		{"64 MiB fill into guest memory (8 MiB mapped) through L2", [][]uint32{cptest.DMAFill(gart(gSys), 0x5EEDF111, maxCount4), writeBack()}},
+		{"64 MiB fill into guest memory (8 MiB mapped) through L2", [][]uint32{pm4.DMAFill(gart(gSys), 0x5EEDF111, maxCount4), writeBack()}},
 		{"64 MiB from VRAM into guest memory (8 MiB mapped), direct", [][]uint32{dmaDirect(gart(gSys), fb(vBig), maxCount4)}},
 		{"64 MiB from message-served memory into VRAM", [][]uint32{dmaDirect(fb(vBig+128<<20), gart(gNofd), maxCount4)}},
-		{"fixed-source fill of 64 MiB from guest memory", [][]uint32{cptest.DMAData{Src: gart(gSys), Dst: fb(vBig), Count: maxCount4, SAIC: true}.Encode()}},
-		{"fixed-destination copy of 64 MiB", [][]uint32{cptest.DMAData{Src: fb(vBig), Dst: fb(vScratch), Count: maxCount4, DAIC: true}.Encode()}},
-		{"fill kernel of the most workgroups (past the end of VRAM)", [][]uint32{cptest.Kernel(abi.KERNEL_FILL, fb(vBig), 0, 0xC0FFEE),
-			cptest.DispatchDirect(cpMaxDispatchGroups, 1, 1)}},
-		{"copy kernel of the most workgroups (past the end of VRAM)", [][]uint32{cptest.Kernel(abi.KERNEL_COPY, fb(vBig+64<<20), fb(0), 0),
-			cptest.DispatchDirect(cpMaxDispatchGroups, 1, 1)}},
-		{"fill kernel into guest memory (8 MiB mapped)", [][]uint32{cptest.Kernel(abi.KERNEL_FILL, gart(gSys), 0, 0x6EED6EED),
-			cptest.DispatchDirect(cpMaxDispatchGroups, 1, 1), writeBack()}},
+		{"fixed-source fill of 64 MiB from guest memory", [][]uint32{pm4.DMAData{Src: gart(gSys), Dst: fb(vBig), Count: maxCount4, SAIC: true}.Encode()}},
+		{"fixed-destination copy of 64 MiB", [][]uint32{pm4.DMAData{Src: fb(vBig), Dst: fb(vScratch), Count: maxCount4, DAIC: true}.Encode()}},
+		{"fill kernel of the most workgroups (past the end of VRAM)", [][]uint32{pm4.Kernel(abi.KERNEL_FILL, fb(vBig), 0, 0xC0FFEE),
+			pm4.DispatchDirect(cpMaxDispatchGroups, 1, 1)}},
+		{"copy kernel of the most workgroups (past the end of VRAM)", [][]uint32{pm4.Kernel(abi.KERNEL_COPY, fb(vBig+64<<20), fb(0), 0),
+			pm4.DispatchDirect(cpMaxDispatchGroups, 1, 1)}},
+		{"fill kernel into guest memory (8 MiB mapped)", [][]uint32{pm4.Kernel(abi.KERNEL_FILL, gart(gSys), 0, 0x6EED6EED),
+			pm4.DispatchDirect(cpMaxDispatchGroups, 1, 1), writeBack()}},
 	}
 	type run struct {
 		q     *queue

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // Addresses at the ends of things.
@@ -55,47 +55,47 @@ func fill32(v uint32, n int) []byte {
 }
 
 func bypassWrite(addr uint64, data ...uint32) []uint32 {
-	return cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: addr, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: data}.Encode()
+	return pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: addr, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, Data: data}.Encode()
 }
 
 func release(addr uint64, sel uint32, data uint64) []uint32 {
-	return cptest.ReleaseMem{GCR: cptest.FenceGCR, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: sel, Addr: addr, Data: data}.Encode()
+	return pm4.ReleaseMem{GCR: pm4.FenceGCR, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: sel, Addr: addr, Data: data}.Encode()
 }
 
 // dmaDirect is DMA_DATA with SEL 0 on both sides: straight to memory, the direct-copy path.
 func dmaDirect(dst, src uint64, n uint32) []uint32 {
-	return cptest.DMAData{Dst: dst, Src: src, Count: n, CPSync: true}.Encode()
+	return pm4.DMAData{Dst: dst, Src: src, Count: n, CPSync: true}.Encode()
 }
 
 func dmaFillDirect(dst uint64, v, n uint32) []uint32 {
-	return cptest.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_DATA, Dst: dst, Src: uint64(v), Count: n, CPSync: true}.Encode()
+	return pm4.DMAData{SrcSel: abi.PM4_DMA_DATA_SEL_DATA, Dst: dst, Src: uint64(v), Count: n, CPSync: true}.Encode()
 }
 
 // writeBack is ACQUIRE_MEM GL2_WB of everything: cached writes reach memory.
 func writeBack() []uint32 {
-	return cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK, Size: cptest.SizeAll}.Encode()
+	return pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK, Size: pm4.SizeAll}.Encode()
 }
 
 func packetEdgeCases() []edgeCase {
 	return []edgeCase{
-		{name: "fence32 at the last dword of a mapping", packets: [][]uint32{release(gSysEnd-4, cptest.Data32, 0xF00DF00D)},
+		{name: "fence32 at the last dword of a mapping", packets: [][]uint32{release(gSysEnd-4, pm4.Data32, 0xF00DF00D)},
 			lands: []landing{{sysEnd - 4, le(0xF00DF00D)}}},
-		{name: "fence64 at the last qword of a mapping", packets: [][]uint32{release(gSysEnd-8, cptest.Data64, 0x1122334455667788)},
+		{name: "fence64 at the last qword of a mapping", packets: [][]uint32{release(gSysEnd-8, pm4.Data64, 0x1122334455667788)},
 			lands: []landing{{sysEnd - 8, u64le(0x1122334455667788)}}},
-		{name: "fence64 straddling the end of a mapping", packets: [][]uint32{release(gSysEnd-4, cptest.Data64, 0x99)},
+		{name: "fence64 straddling the end of a mapping", packets: [][]uint32{release(gSysEnd-4, pm4.Data64, 0x99)},
 			halt: anyHalt, allow: [][2]uint64{{sysEnd - 4, 4}}},
-		{name: "fence past the end of a mapping", packets: [][]uint32{release(gSysEnd, cptest.Data32, 7)}, halt: faultCodes},
+		{name: "fence past the end of a mapping", packets: [][]uint32{release(gSysEnd, pm4.Data32, 7)}, halt: faultCodes},
 		{name: "WRITE_DATA straddling the end of a mapping (bypass)", packets: [][]uint32{bypassWrite(gSysEnd-4, 1, 2)},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 4, 4}}},
-		{name: "WRITE_DATA straddling the end of a mapping (L2)", packets: [][]uint32{cptest.WriteMem(gSysEnd-4, 1, 2), writeBack()},
+		{name: "WRITE_DATA straddling the end of a mapping (L2)", packets: [][]uint32{pm4.WriteMem(gSysEnd-4, 1, 2), writeBack()},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 4, 4}}},
 		// PTE addresses are 48 bits: a PTE cannot name the top of the 64-bit IOVA space, and one
 		// whose address was written with the high bits set must not reach it either.
 		{name: "WRITE_DATA through a PTE naming an IOVA above 2^48", packets: [][]uint32{bypassWrite(gTopEnd-4, 0xCAFEF00D)},
 			halt: faultCodes},
-		{name: "WRITE_DATA through L2 and a PTE naming an IOVA above 2^48", packets: [][]uint32{cptest.WriteMem(gTopEnd-4, 0x5A5A5A5A), writeBack()},
+		{name: "WRITE_DATA through L2 and a PTE naming an IOVA above 2^48", packets: [][]uint32{pm4.WriteMem(gTopEnd-4, 0x5A5A5A5A), writeBack()},
 			halt: faultCodes},
-		{name: "DMA_DATA fill across the end of a mapping (L2)", packets: [][]uint32{cptest.DMAFill(gSysEnd-0x10000, 0xD1D1D1D1, 0x20000), writeBack()},
+		{name: "DMA_DATA fill across the end of a mapping (L2)", packets: [][]uint32{pm4.DMAFill(gSysEnd-0x10000, 0xD1D1D1D1, 0x20000), writeBack()},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x10000, 0x10000}}},
 		{name: "DMA_DATA fill across the end of a mapping (direct)", packets: [][]uint32{dmaFillDirect(gSysEnd-0x10000, 0xD2D2D2D2, 0x20000)},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x10000, 0x10000}}},
@@ -103,7 +103,7 @@ func packetEdgeCases() []edgeCase {
 			halt: faultCodes},
 		{name: "DMA_DATA copy to across the end of a mapping (direct)", packets: [][]uint32{dmaDirect(gSysEnd-0x1000, fb(vScratch), 0x2000)},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x1000, 0x1000}}},
-		{name: "DMA_DATA copy to across the end of a mapping (L2)", packets: [][]uint32{cptest.DMACopy(gSysEnd-0x1000, fb(vScratch), 0x2000), writeBack()},
+		{name: "DMA_DATA copy to across the end of a mapping (L2)", packets: [][]uint32{pm4.DMACopy(gSysEnd-0x1000, fb(vScratch), 0x2000), writeBack()},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x1000, 0x1000}}},
 		{name: "DMA_DATA copy within a mapping onto its end", packets: [][]uint32{dmaDirect(gSysEnd-0x1000, gSysEnd-0x3000, 0x2000)},
 			halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x1000, 0x1000}}},
@@ -115,7 +115,7 @@ func packetEdgeCases() []edgeCase {
 		{name: "WRITE_DATA across the end of VRAM", packets: [][]uint32{bypassWrite(fbEnd-4, 3, 4)}, halt: faultCodes},
 		{name: "WRITE_DATA past the end of VRAM", packets: [][]uint32{bypassWrite(fbEnd, 3)}, halt: faultCodes},
 		{name: "DMA_DATA copy from across the end of VRAM", packets: [][]uint32{dmaDirect(fb(vScratch), fbEnd-0x1000, 0x2000)}, halt: faultCodes},
-		{name: "DMA_DATA copy to across the end of VRAM (L2)", packets: [][]uint32{cptest.DMACopy(fbEnd-0x1000, fb(vScratch), 0x2000), writeBack()}, halt: faultCodes},
+		{name: "DMA_DATA copy to across the end of VRAM (L2)", packets: [][]uint32{pm4.DMACopy(fbEnd-0x1000, fb(vScratch), 0x2000), writeBack()}, halt: faultCodes},
 		{name: "WRITE_DATA through a GART page at the last VRAM page", packets: [][]uint32{bypassWrite(gart(gVRAMEnd)+abi.PTE_PAGE_SIZE-4, 5)}},
 		{name: "WRITE_DATA through a GART page past the end of VRAM", packets: [][]uint32{bypassWrite(gart(gPastVRAM), 5)}, halt: faultCodes},
 		{name: "WRITE_DATA through an invalid PTE", packets: [][]uint32{bypassWrite(gart(gInvalid), 5)}, halt: faultCodes},
@@ -124,20 +124,20 @@ func packetEdgeCases() []edgeCase {
 		{name: "WRITE_DATA at the top of the 48-bit space", packets: [][]uint32{bypassWrite(1<<48-4, 5)}, halt: faultCodes},
 		{name: "WRITE_DATA beyond the 48-bit space", packets: [][]uint32{bypassWrite(1<<48, 5)}, halt: faultCodes},
 		{name: "WRITE_DATA at the top of the 64-bit space", packets: [][]uint32{bypassWrite(^uint64(0)-3, 5)}, halt: faultCodes},
-		{name: "kernel fill across the end of a mapping", packets: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, gSysEnd-0x1000, 0, 0xABABABAB),
-			cptest.DispatchDirect(32, 1, 1), writeBack()}, halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x1000, 0x1000}}},
-		{name: "kernel copy from past the end of VRAM", packets: [][]uint32{cptest.Kernel(abi.KERNEL_COPY, fb(vScratch), fbEnd-0x800, 0),
-			cptest.DispatchDirect(32, 1, 1)}, halt: faultCodes},
-		{name: "kernel fill wrapping the 64-bit space", packets: [][]uint32{cptest.Kernel(abi.KERNEL_FILL, ^uint64(0)-255, 0, 1),
-			cptest.DispatchDirect(2, 1, 1)}, halt: append(badPkt, faultCodes...)},
-		{name: "COPY_DATA 64-bit straddling the end of a mapping", packets: [][]uint32{cptest.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_MEM,
+		{name: "kernel fill across the end of a mapping", packets: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, gSysEnd-0x1000, 0, 0xABABABAB),
+			pm4.DispatchDirect(32, 1, 1), writeBack()}, halt: faultCodes, allow: [][2]uint64{{sysEnd - 0x1000, 0x1000}}},
+		{name: "kernel copy from past the end of VRAM", packets: [][]uint32{pm4.Kernel(abi.KERNEL_COPY, fb(vScratch), fbEnd-0x800, 0),
+			pm4.DispatchDirect(32, 1, 1)}, halt: faultCodes},
+		{name: "kernel fill wrapping the 64-bit space", packets: [][]uint32{pm4.Kernel(abi.KERNEL_FILL, ^uint64(0)-255, 0, 1),
+			pm4.DispatchDirect(2, 1, 1)}, halt: append(badPkt, faultCodes...)},
+		{name: "COPY_DATA 64-bit straddling the end of a mapping", packets: [][]uint32{pm4.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_MEM,
 			DstSel: abi.PM4_COPY_DATA_SEL_MEM, Src: gart(gSys), Dst: gSysEnd - 4, Bits64: true}.Encode()}, halt: anyHalt, allow: [][2]uint64{{sysEnd - 4, 4}}},
-		{name: "WAIT_REG_MEM on memory past the end of a mapping", packets: [][]uint32{cptest.WaitMem(gSysEnd, 1)}, halt: faultCodes},
-		{name: "WAIT_REG_MEM on memory past the end of VRAM", packets: [][]uint32{cptest.WaitMem(fbEnd, 1)}, halt: faultCodes},
-		{name: "IB past the end of a mapping", packets: [][]uint32{cptest.IndirectBuffer{Addr: gSysEnd - 0x100, Size: 0x100}.Encode()}, halt: anyHalt},
-		{name: "IB of the largest size at the end of VRAM", packets: [][]uint32{cptest.IndirectBuffer{Addr: fbEnd - 0x1000, Size: abi.PM4_IB_SIZE_MASK}.Encode()}, halt: anyHalt},
-		{name: "IB through an invalid PTE", packets: [][]uint32{cptest.IndirectBuffer{Addr: gart(gInvalid), Size: 16}.Encode()}, halt: faultCodes},
-		{name: "IB wrapping the 64-bit space", packets: [][]uint32{cptest.IndirectBuffer{Addr: ^uint64(0) - 15, Size: 64}.Encode()}, halt: anyHalt},
+		{name: "WAIT_REG_MEM on memory past the end of a mapping", packets: [][]uint32{pm4.WaitMem(gSysEnd, 1)}, halt: faultCodes},
+		{name: "WAIT_REG_MEM on memory past the end of VRAM", packets: [][]uint32{pm4.WaitMem(fbEnd, 1)}, halt: faultCodes},
+		{name: "IB past the end of a mapping", packets: [][]uint32{pm4.IndirectBuffer{Addr: gSysEnd - 0x100, Size: 0x100}.Encode()}, halt: anyHalt},
+		{name: "IB of the largest size at the end of VRAM", packets: [][]uint32{pm4.IndirectBuffer{Addr: fbEnd - 0x1000, Size: abi.PM4_IB_SIZE_MASK}.Encode()}, halt: anyHalt},
+		{name: "IB through an invalid PTE", packets: [][]uint32{pm4.IndirectBuffer{Addr: gart(gInvalid), Size: 16}.Encode()}, halt: faultCodes},
+		{name: "IB wrapping the 64-bit space", packets: [][]uint32{pm4.IndirectBuffer{Addr: ^uint64(0) - 15, Size: 64}.Encode()}, halt: anyHalt},
 		{name: "WRITE_DATA at the last dword of a message-served mapping", packets: [][]uint32{bypassWrite(gart(gNofd)+nofdSize-4, 0x0F0F0F0F)},
 			lands: []landing{{nofdIOVA + nofdSize - 4, le(0x0F0F0F0F)}}},
 	}
@@ -252,7 +252,7 @@ func ringEdges(t *testing.T, e *env) {
 			}
 			if c.o.base == 0 && !c.o.poll {
 				for i := uint64(0); i < min(c.wptr, q.size); i++ {
-					q.emit(cptest.Nop(1))
+					q.emit(pm4.Nop(1))
 				}
 			}
 			q.wptr = c.wptr
@@ -385,7 +385,7 @@ func ihEdges(t *testing.T, e *env) {
 			before, _ := d.reg(abi.REG_IH_ENTRIES)
 			var fences [][]uint32
 			for i := 0; i < 64; i++ {
-				fences = append(fences, cptest.ReleaseMem{DataSel: cptest.DataNone, IntSel: cptest.IntSend, CtxID: uint32(i)}.Encode())
+				fences = append(fences, pm4.ReleaseMem{DataSel: pm4.DataNone, IntSel: pm4.IntSend, CtxID: uint32(i)}.Encode())
 			}
 			runEdge(t, d, fences, nil)
 			after, _ := d.reg(abi.REG_IH_ENTRIES)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // startWorkloads brings the device up and starts queues of every kind of work: a self-kicking
@@ -33,14 +33,14 @@ func startWorkloads(d *driver) error {
 	if err != nil {
 		return err
 	}
-	if err := w.submit(cptest.WaitMem(fb(vMarker+3*64+32), 0xDEAD_BEEF)); err != nil {
+	if err := w.submit(pm4.WaitMem(fb(vMarker+3*64+32), 0xDEAD_BEEF)); err != nil {
 		return err
 	}
 	k, err := d.startQueue(4, queueOpts{})
 	if err != nil {
 		return err
 	}
-	if err := k.submit(cptest.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), cptest.DispatchDirect(1, 1, 1)); err != nil {
+	if err := k.submit(pm4.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0), pm4.DispatchDirect(1, 1, 1)); err != nil {
 		return err
 	}
 	c, err := d.startQueue(5, queueOpts{log2: 10})

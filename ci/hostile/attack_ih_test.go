@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // ivStorm makes every compute queue push perQueue end-of-pipe IVs (RELEASE_MEM with an
@@ -20,7 +20,7 @@ func ivStorm(t *testing.T, d *driver, perQueue int, during func()) int {
 			t.Fatal(err)
 		}
 		for i := 0; i < perQueue; i++ {
-			q.emit(cptest.ReleaseMem{DataSel: cptest.DataNone, IntSel: cptest.IntSend, CtxID: uint32(slot<<16 | i)}.Encode())
+			q.emit(pm4.ReleaseMem{DataSel: pm4.DataNone, IntSel: pm4.IntSend, CtxID: uint32(slot<<16 | i)}.Encode())
 		}
 		qs = append(qs, q)
 	}

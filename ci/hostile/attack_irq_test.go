@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser"
 	"vgpu/vfiouser/vfiousertest"
 )
@@ -90,7 +90,7 @@ func raiseAll(d *driver, q *queue) error {
 			return fmt.Errorf("SELFTEST_IRQ %d: %w", v, err)
 		}
 	}
-	if err := q.submit(cptest.ReleaseMem{DataSel: cptest.DataNone, IntSel: cptest.IntSend}.Encode()); err != nil {
+	if err := q.submit(pm4.ReleaseMem{DataSel: pm4.DataNone, IntSel: pm4.IntSend}.Encode()); err != nil {
 		return fmt.Errorf("fence doorbell: %w", err)
 	}
 	return nil

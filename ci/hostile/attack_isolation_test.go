@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // Where client 1's three kinds of leftover work aim, inside sys.
@@ -46,8 +46,8 @@ func attackDisconnectIsolation(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	d1.setVRAM32(vFence+3*64, 0)
-	if err := job.submit(cptest.DMAFill(gartSys(isoDirty), 0xCCCCCCCC, isoDirtyBytes),
-		cptest.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: cptest.Data32, Addr: fb(vFence + 3*64), Data: 1}.Encode()); err != nil {
+	if err := job.submit(pm4.DMAFill(gartSys(isoDirty), 0xCCCCCCCC, isoDirtyBytes),
+		pm4.ReleaseMem{CachePolicy: abi.PM4_CACHE_POLICY_BYPASS, DataSel: pm4.Data32, Addr: fb(vFence + 3*64), Data: 1}.Encode()); err != nil {
 		t.Fatal(err)
 	}
 	if state, code, err := job.settle(livenessTimeout); err != nil || d1.vramU32(vFence+3*64) != 1 {
@@ -67,7 +67,7 @@ func attackDisconnectIsolation(t *testing.T, e *env) {
 	for i := range loopData {
 		loopData[i] = 0xAAAAAAAA
 	}
-	if _, err := d1.selfKicking(1, cptest.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: gartSys(isoLoop), Data: loopData}.Encode(),
+	if _, err := d1.selfKicking(1, pm4.WriteData{Dst: abi.PM4_WRITE_DATA_DST_MEM, Addr: gartSys(isoLoop), Data: loopData}.Encode(),
 		clockTo(fb(vMarker+64))); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func attackDisconnectIsolation(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fill.submit(cptest.WaitMem(fb(gate), 1), cptest.DMAFill(gartSys(isoFill), 0xBBBBBBBB, isoFillBytes),
-		cptest.Fence(fb(vFence+2*64), 1, 0, false)); err != nil {
+	if err := fill.submit(pm4.WaitMem(fb(gate), 1), pm4.DMAFill(gartSys(isoFill), 0xBBBBBBBB, isoFillBytes),
+		pm4.Fence(fb(vFence+2*64), 1, 0, false)); err != nil {
 		t.Fatal(err)
 	}
 	m0 := d1.vramU32(vMarker + 64)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // attackRingGarbage runs rings and indirect buffers of random dwords and of random packets on
@@ -41,7 +41,7 @@ func attackRingGarbage(t *testing.T, e *env) {
 				for i, w := range words {
 					binary.LittleEndian.PutUint32(d.vram[ib+4*uint64(i):], w)
 				}
-				q.emit(cptest.IndirectBuffer{Addr: fb(ib), Size: 4096}.Encode())
+				q.emit(pm4.IndirectBuffer{Addr: fb(ib), Size: 4096}.Encode())
 			case 3:
 				iova := uint64(sysIOVA + 0x100000 + slot*0x4000)
 				words := randStream(r, 4096)
@@ -50,7 +50,7 @@ func attackRingGarbage(t *testing.T, e *env) {
 					binary.LittleEndian.PutUint32(b[4*i:], w)
 				}
 				e.mem.set(iova, b)
-				q.emit(cptest.IndirectBuffer{Addr: gartSys(iova), Size: 4096}.Encode(), cptest.Nop(int(q.size)-4))
+				q.emit(pm4.IndirectBuffer{Addr: gartSys(iova), Size: 4096}.Encode(), pm4.Nop(int(q.size)-4))
 			}
 			if err := q.kick(); err != nil {
 				t.Fatalf("round %d slot %d: doorbell: %v", round, slot, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // putDwords writes dwords into CPU-visible VRAM at off.
@@ -45,42 +45,42 @@ func attackSelfReference(t *testing.T, e *env) {
 		halt  uint32
 	}{
 		{"IB that calls itself", func(uint64) []uint32 {
-			d.putDwords(ib(0), cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode())
-			return cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
+			d.putDwords(ib(0), pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode())
+			return pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_DEPTH},
 		{"IB that chains to itself", func(uint64) []uint32 {
-			d.putDwords(ib(0), cptest.Nop(4), cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 8, Chain: true}.Encode())
-			return cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 8}.Encode()
+			d.putDwords(ib(0), pm4.Nop(4), pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 8, Chain: true}.Encode())
+			return pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 8}.Encode()
 		}, abi.CP_ERROR_IB_LIMIT},
 		{"IB2 that chains to itself", func(uint64) []uint32 {
-			d.putDwords(ib(0), cptest.IndirectBuffer{Addr: fb(ib(1)), Size: 4}.Encode())
-			d.putDwords(ib(1), cptest.IndirectBuffer{Addr: fb(ib(1)), Size: 4, Chain: true}.Encode())
-			return cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
+			d.putDwords(ib(0), pm4.IndirectBuffer{Addr: fb(ib(1)), Size: 4}.Encode())
+			d.putDwords(ib(1), pm4.IndirectBuffer{Addr: fb(ib(1)), Size: 4, Chain: true}.Encode())
+			return pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_LIMIT},
 		{"two IBs chaining to each other", func(uint64) []uint32 {
-			d.putDwords(ib(0), cptest.IndirectBuffer{Addr: fb(ib(1)), Size: 4, Chain: true}.Encode())
-			d.putDwords(ib(1), cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4, Chain: true}.Encode())
-			return cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
+			d.putDwords(ib(0), pm4.IndirectBuffer{Addr: fb(ib(1)), Size: 4, Chain: true}.Encode())
+			d.putDwords(ib(1), pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4, Chain: true}.Encode())
+			return pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_LIMIT},
 		{"IB1 calling an IB2 that calls IB1", func(uint64) []uint32 {
-			d.putDwords(ib(0), cptest.IndirectBuffer{Addr: fb(ib(1)), Size: 4}.Encode())
-			d.putDwords(ib(1), cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode())
-			return cptest.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
+			d.putDwords(ib(0), pm4.IndirectBuffer{Addr: fb(ib(1)), Size: 4}.Encode())
+			d.putDwords(ib(1), pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode())
+			return pm4.IndirectBuffer{Addr: fb(ib(0)), Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_DEPTH},
 		{"ring that calls itself as an IB", func(ring uint64) []uint32 {
-			return cptest.IndirectBuffer{Addr: fb(ring), Size: 4}.Encode()
+			return pm4.IndirectBuffer{Addr: fb(ring), Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_DEPTH},
 		{"CHAIN in the ring to the ring", func(ring uint64) []uint32 {
-			return cptest.IndirectBuffer{Addr: fb(ring), Size: 4, Chain: true}.Encode()
+			return pm4.IndirectBuffer{Addr: fb(ring), Size: 4, Chain: true}.Encode()
 		}, abi.CP_ERROR_BAD_PACKET},
 		{"IB in guest memory chaining to itself through the GART", func(uint64) []uint32 {
-			e.mem.set(sysIB, dwordBytes(cptest.Nop(2), cptest.IndirectBuffer{Addr: gartSys(sysIB), Size: 6, Chain: true}.Encode()))
-			return cptest.IndirectBuffer{Addr: gartSys(sysIB), Size: 6}.Encode()
+			e.mem.set(sysIB, dwordBytes(pm4.Nop(2), pm4.IndirectBuffer{Addr: gartSys(sysIB), Size: 6, Chain: true}.Encode()))
+			return pm4.IndirectBuffer{Addr: gartSys(sysIB), Size: 6}.Encode()
 		}, abi.CP_ERROR_IB_LIMIT},
 		{"IB in message-served memory chaining to itself", func(uint64) []uint32 {
 			g := gart(gNofd) + (nofdIB - nofdIOVA)
-			e.mem.set(nofdIB, dwordBytes(cptest.IndirectBuffer{Addr: g, Size: 4, Chain: true}.Encode()))
-			return cptest.IndirectBuffer{Addr: g, Size: 4}.Encode()
+			e.mem.set(nofdIB, dwordBytes(pm4.IndirectBuffer{Addr: g, Size: 4, Chain: true}.Encode()))
+			return pm4.IndirectBuffer{Addr: g, Size: 4}.Encode()
 		}, abi.CP_ERROR_IB_LIMIT},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func selfMappedGART(t *testing.T, e *env, system bool) {
 		e.mem.allowArea("sys")
 		window := gart(self) // GPU address of the table page holding PTE[self]
 		ptAddr := func(page uint64) uint64 { return window + (page*8)%abi.PTE_PAGE_SIZE }
-		inval := cptest.WriteReg(abi.REG_GMC_VM_INVALIDATE/4, 1)
+		inval := pm4.WriteReg(abi.REG_GMC_VM_INVALIDATE/4, 1)
 		q, err := d.startQueue(1, queueOpts{log2: 14})
 		if err != nil {
 			t.Fatal(err)

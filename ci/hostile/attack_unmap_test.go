@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // busyOnSys starts engines that all use the sys area (and nofd) at once: a ring of 8 MiB
@@ -30,7 +30,7 @@ func busyOnSys(t *testing.T, d *driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.submit(cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceMem, Addr: gartSys(sysIOVA + 0x20000),
+	if err := w.submit(pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceMem, Addr: gartSys(sysIOVA + 0x20000),
 		Ref: 0x1234_5678, Mask: ^uint32(0)}.Encode()); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func busyOnSys(t *testing.T, d *driver) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200; i++ {
-		k.emit(cptest.Kernel(abi.KERNEL_COPY, gartSys(sysIOVA+0x400000), gart(gNofd), 0), cptest.DispatchDirect(nofdSize/256, 1, 1))
+		k.emit(pm4.Kernel(abi.KERNEL_COPY, gartSys(sysIOVA+0x400000), gart(gNofd), 0), pm4.DispatchDirect(nofdSize/256, 1, 1))
 	}
 	if err := k.kick(); err != nil {
 		t.Fatal(err)

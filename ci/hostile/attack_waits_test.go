@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // neverWait is a WAIT_REG_MEM that can never be satisfied, of one of several kinds, aimed at
@@ -15,20 +15,20 @@ func neverWait(slot int, vramWord uint64) []uint32 {
 	word := uint64(sysIOVA + 0x600000 + 64*uint64(slot))
 	switch slot % 6 {
 	case 0: // VRAM dword that nobody writes, polled bypassing L2
-		return cptest.WaitMem(fb(vramWord), 0x1234_5678)
+		return pm4.WaitMem(fb(vramWord), 0x1234_5678)
 	case 1: // guest memory through the GART and L2, no poll interval
-		return cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceMem, Addr: gartSys(word), Ref: 0x1234_5678, Mask: ^uint32(0)}.Encode()
+		return pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceMem, Addr: gartSys(word), Ref: 0x1234_5678, Mask: ^uint32(0)}.Encode()
 	case 2: // guest memory served by DMA messages: every re-check is a round trip to the client
-		return cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceMem, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS,
+		return pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceMem, CachePolicy: abi.PM4_CACHE_POLICY_BYPASS,
 			Addr: gart(gNofd) + 64*uint64(slot), Ref: 0x1234_5678, Mask: ^uint32(0)}.Encode()
 	case 3: // a register nobody sets to that value
-		return cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceReg, Reg1: abi.REG_SCRATCH_7 / 4, Ref: 0xFEED_FACE, Mask: ^uint32(0), Interval: 1}.Encode()
+		return pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceReg, Reg1: abi.REG_SCRATCH_7 / 4, Ref: 0xFEED_FACE, Mask: ^uint32(0), Interval: 1}.Encode()
 	case 4: // write-then-wait: writes SCRATCH_5, polls SCRATCH_6
-		return cptest.WaitRegMem{Function: cptest.FuncEQ, Space: cptest.SpaceReg, Operation: cptest.OpWriteWait,
+		return pm4.WaitRegMem{Function: pm4.FuncEQ, Space: pm4.SpaceReg, Operation: pm4.OpWriteWait,
 			Reg1: abi.REG_SCRATCH_5 / 4, Reg2: abi.REG_SCRATCH_6 / 4, Ref: 0xABCD, Mask: ^uint32(0)}.Encode()
 	}
 	// A comparison no value satisfies: nothing is greater than all ones.
-	return cptest.WaitRegMem{Function: cptest.FuncGT, Space: cptest.SpaceMem, Addr: fb(vramWord), Ref: ^uint32(0), Mask: ^uint32(0)}.Encode()
+	return pm4.WaitRegMem{Function: pm4.FuncGT, Space: pm4.SpaceMem, Addr: fb(vramWord), Ref: ^uint32(0), Mask: ^uint32(0)}.Encode()
 }
 
 // attackWaitFlood parks a never-satisfied WAIT_REG_MEM on every queue (memory in VRAM, in

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -342,7 +342,7 @@ func (d *driver) ringTest(rng *rand.Rand) error {
 	d.mem.set(data, make([]byte, 4))
 	d.mem.set(fence, make([]byte, 4))
 	drainEventfd(d.irq[0])
-	if err := q.submit(cptest.WriteMem(gartSys(data), token), cptest.Fence(gartSys(fence), seq, ctx, true)); err != nil {
+	if err := q.submit(pm4.WriteMem(gartSys(data), token), pm4.Fence(gartSys(fence), seq, ctx, true)); err != nil {
 		return fmt.Errorf("doorbell: %w", err)
 	}
 	if _, err := vfiousertest.WaitIRQ(d.irq[0], livenessTimeout); err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // loopDwords is the ring size of a self-kicking queue: one pass is the whole ring.
@@ -21,9 +21,9 @@ func (d *driver) selfKicking(slot int, body ...[]uint32) (*queue, error) {
 	}
 	poll := fb(q.pollAddr)
 	tail := [][]uint32{
-		cptest.Kernel(abi.KERNEL_INCREMENT, poll, 0, 0),
-		cptest.DispatchDirect(loopDwords, 1, 1),
-		cptest.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK | abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE_RANGE<<abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE__SHIFT,
+		pm4.Kernel(abi.KERNEL_INCREMENT, poll, 0, 0),
+		pm4.DispatchDirect(loopDwords, 1, 1),
+		pm4.AcquireMem{GCR: abi.PM4_ACQUIRE_MEM_GCR_GL2_WB_MASK | abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE_RANGE<<abi.PM4_ACQUIRE_MEM_GCR_GL2_RANGE__SHIFT,
 			Base: poll >> 8, Size: 1}.Encode(),
 	}
 	n := 0
@@ -35,7 +35,7 @@ func (d *driver) selfKicking(slot int, body ...[]uint32) (*queue, error) {
 	}
 	q.emit(body...)
 	if pad := loopDwords - n; pad > 0 {
-		q.emit(cptest.Nop(pad))
+		q.emit(pm4.Nop(pad))
 	}
 	q.emit(tail...)
 	return q, q.kick()
@@ -44,6 +44,6 @@ func (d *driver) selfKicking(slot int, body ...[]uint32) (*queue, error) {
 // clockTo writes the 64-bit GPU clock to addr, bypassing L2: a value that changes on every
 // pass, so a loop that still runs is seen.
 func clockTo(addr uint64) []uint32 {
-	return cptest.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_GPU_CLOCK, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Dst: addr,
+	return pm4.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_GPU_CLOCK, DstSel: abi.PM4_COPY_DATA_SEL_MEM, Dst: addr,
 		Bits64: true, DstPolicy: abi.PM4_CACHE_POLICY_BYPASS}.Encode()
 }

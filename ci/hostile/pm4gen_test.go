@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 
 	"vgpu/abi"
-	"vgpu/cp/cptest"
+	"vgpu/pm4"
 )
 
 // edgeAddrs are GPU addresses where bugs live: the ends of the apertures, of the guest
@@ -80,38 +80,38 @@ func randPacket(r *rand.Rand) []uint32 {
 	var p []uint32
 	switch r.IntN(16) {
 	case 0:
-		p = cptest.Nop(1 + r.IntN(8))
+		p = pm4.Nop(1 + r.IntN(8))
 	case 1:
 		data := make([]uint32, 1+r.IntN(8))
 		for i := range data {
 			data[i] = garbage(r)
 		}
-		p = cptest.WriteData{Dst: []uint32{0, 1, 2, 5, 7}[r.IntN(5)], Addr: randAddr(r), OneAddr: r.IntN(4) == 0,
+		p = pm4.WriteData{Dst: []uint32{0, 1, 2, 5, 7}[r.IntN(5)], Addr: randAddr(r), OneAddr: r.IntN(4) == 0,
 			CachePolicy: uint32(r.IntN(4)), Data: data}.Encode()
 		if p[1]&abi.PM4_WRITE_DATA_DST_SEL_MASK == 0 {
 			p[2], p[3] = randReg(r), 0
 		}
 	case 2:
-		w := cptest.WaitRegMem{Function: uint32(r.IntN(8)), Space: uint32(r.IntN(3)), Operation: uint32(r.IntN(4)),
+		w := pm4.WaitRegMem{Function: uint32(r.IntN(8)), Space: uint32(r.IntN(3)), Operation: uint32(r.IntN(4)),
 			CachePolicy: uint32(r.IntN(4)), Addr: randAddr(r), Reg1: randReg(r), Reg2: randReg(r),
 			Ref: garbage(r), Mask: garbage(r), Interval: uint32(r.IntN(20))}
 		p = w.Encode()
 	case 3:
-		p = cptest.IndirectBuffer{Addr: randAddr(r), Size: []uint32{0, 1, 16, 1024, abi.PM4_IB_SIZE_MASK}[r.IntN(5)], Chain: r.IntN(3) == 0}.Encode()
+		p = pm4.IndirectBuffer{Addr: randAddr(r), Size: []uint32{0, 1, 16, 1024, abi.PM4_IB_SIZE_MASK}[r.IntN(5)], Chain: r.IntN(3) == 0}.Encode()
 	case 4:
 		sels := []uint32{0, 1, 2, 4, 5, 9, 15}
-		p = cptest.CopyData{SrcSel: sels[r.IntN(len(sels))], DstSel: sels[r.IntN(len(sels))], Src: randAddr(r), Dst: randAddr(r),
+		p = pm4.CopyData{SrcSel: sels[r.IntN(len(sels))], DstSel: sels[r.IntN(len(sels))], Src: randAddr(r), Dst: randAddr(r),
 			Bits64: r.IntN(2) == 0, SrcPolicy: uint32(r.IntN(4)), DstPolicy: uint32(r.IntN(4))}.Encode()
 	case 5:
-		p = cptest.ReleaseMem{Event: uint32(r.IntN(64)), EventIndex: uint32(r.IntN(16)), GCR: r.Uint32() & 0x7FF000,
+		p = pm4.ReleaseMem{Event: uint32(r.IntN(64)), EventIndex: uint32(r.IntN(16)), GCR: r.Uint32() & 0x7FF000,
 			CachePolicy: uint32(r.IntN(4)), DstSel: uint32(r.IntN(4)), IntSel: uint32(r.IntN(8)), DataSel: uint32(r.IntN(8)),
 			Addr: randAddr(r), Data: r.Uint64(), CtxID: r.Uint32()}.Encode()
 	case 6:
-		p = cptest.DMAData{SrcSel: uint32(r.IntN(4)), DstSel: uint32(r.IntN(4)), SrcPolicy: uint32(r.IntN(4)), DstPolicy: uint32(r.IntN(4)),
+		p = pm4.DMAData{SrcSel: uint32(r.IntN(4)), DstSel: uint32(r.IntN(4)), SrcPolicy: uint32(r.IntN(4)), DstPolicy: uint32(r.IntN(4)),
 			Src: randAddr(r), Dst: randAddr(r), Count: randCount(r), SAIC: r.IntN(6) == 0, DAIC: r.IntN(6) == 0,
 			CPSync: r.IntN(2) == 0, SAS: r.IntN(10) == 0, DAS: r.IntN(10) == 0}.Encode()
 	case 7:
-		p = cptest.AcquireMem{GCR: r.Uint32() & 0x7FFFF, Base: r.Uint64(), Size: []uint64{0, 1, cptest.SizeAll, r.Uint64()}[r.IntN(4)]}.Encode()
+		p = pm4.AcquireMem{GCR: r.Uint32() & 0x7FFFF, Base: r.Uint64(), Size: []uint64{0, 1, pm4.SizeAll, r.Uint64()}[r.IntN(4)]}.Encode()
 	case 8:
 		vals := make([]uint32, 1+r.IntN(6))
 		for i := range vals {
@@ -120,25 +120,25 @@ func randPacket(r *rand.Rand) []uint32 {
 		off := uint32(r.IntN(0x400 + 8))
 		switch r.IntN(3) {
 		case 0:
-			p = cptest.SetUConfigReg(off, vals...)
+			p = pm4.SetUConfigReg(off, vals...)
 		case 1:
-			p = cptest.SetConfigReg(off, vals...)
+			p = pm4.SetConfigReg(off, vals...)
 		default:
-			p = cptest.SetShReg(off, vals...)
+			p = pm4.SetShReg(off, vals...)
 		}
 	case 9:
 		a, b := randAddr(r), randAddr(r)
-		p = cptest.Kernel(uint32(r.IntN(6)), a, b, garbage(r))
+		p = pm4.Kernel(uint32(r.IntN(6)), a, b, garbage(r))
 	case 10:
 		dims := []uint32{0, 1, 64, 1 << 10, cpMaxDispatchGroups, cpMaxDispatchGroups + 1, 0xFFFFFFFF}
-		p = cptest.DispatchDirect(dims[r.IntN(len(dims))], dims[r.IntN(3)], dims[r.IntN(3)])
+		p = pm4.DispatchDirect(dims[r.IntN(len(dims))], dims[r.IntN(3)], dims[r.IntN(3)])
 	case 11:
-		p = cptest.EventWrite(uint32(r.IntN(64)), uint32(r.IntN(16)))
+		p = pm4.EventWrite(uint32(r.IntN(64)), uint32(r.IntN(16)))
 	case 12:
-		p = cptest.PfpSyncMe()
+		p = pm4.PfpSyncMe()
 	case 13:
 		// An opcode the CP does not implement, with a plausible payload.
-		p = cptest.Packet([]uint32{0x00, 0x11, 0x2A, 0x73, 0xFF}[r.IntN(5)], make([]uint32, 1+r.IntN(6))...)
+		p = pm4.Packet([]uint32{0x00, 0x11, 0x2A, 0x73, 0xFF}[r.IntN(5)], make([]uint32, 1+r.IntN(6))...)
 	default:
 		p = make([]uint32, 1+r.IntN(8))
 		for i := range p {

@@ -12,7 +12,7 @@ import (
 const usage = `usage: vgpu <command> [flags]
 
 commands:
-  run     boot a guest against a virtual GPU and run the guest test suite (the main job)
+  run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
   serve   run the vfio-user server for one virtual GPU function
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path

@@ -28,7 +28,10 @@ var errTestsFailed = errors.New("the guest suite failed")
 func run(args []string) error {
 	fl := flag.NewFlagSet("run", flag.ContinueOnError)
 	iommu := fl.String("iommu", "", "guest IOMMU: off, on (emulated VT-d, intel_iommu=on) or both (two boots); default both for vgpu's suite, off for a user run")
-	tests := fl.String("tests", "", "comma-separated guest test cases (vgpu_test's tests= parameter); empty = all")
+	suiteFlag := fl.String("suite", "", "guest suites: ktap (vgpu_test.ko on the cloud kernel), drm (vgpu_drm.ko and vgpu-drmtest on the generic kernel) or all; default all (ktap with --kernel)")
+	tests := fl.String("tests", "", "comma-separated guest test cases of either suite (each goes to the suites that have it; ktap:NAME or drm:NAME to choose); empty = all")
+	flavour := fl.String("flavour", "", "guest kernel of a user run (--module/--run/--add): cloud (default) or generic (Debian's generic kernel, with DRM); each suite has its own")
+	drmSrc := fl.String("drm-src", "", "build vgpu_drm.ko from this directory (default: the checkout's guest/drm)")
 	kernel := fl.String("kernel", "", "bring your own guest kernel (vmlinux or bzImage) instead of the pinned Debian one")
 	headers := fl.String("headers", "", "with --kernel: the kernel's build tree or headers (KDIR) to build the module against")
 	modulesDir := fl.String("modules", "", "with --kernel: its modules folder (lib/modules/<release>): the virtio console modules, and those --module names")
@@ -40,7 +43,7 @@ func run(args []string) error {
 	fl.Var(&runs, "run", "CMD: run this shell command in the guest after loading the modules (busybox sh); repeatable, in order; each must exit 0")
 	fl.Var(&adds, "add", "HOST[:GUEST]: put a file or folder into the guest's initramfs (default GUEST: /<name>); repeatable")
 	fl.Var(&appends, "append", "ARGS: add kernel parameters (e.g. loglevel=8, dyndbg=...); repeatable")
-	timeout := fl.Duration("timeout", boot.DefaultTimeout, "bound on each guest boot (kernel boot, modules, commands, power-off)")
+	timeout := fl.Duration("timeout", 0, fmt.Sprintf("bound on each guest boot (kernel boot, modules, commands, power-off); default %v, %v for the DRM suite", boot.DefaultTimeout, drmTimeout))
 	console := fl.Bool("console", false, "stream the guest's serial console (with the kernel log) to stderr as it runs")
 	jsonOut := fl.String("json", "", "write the results as JSON to this file")
 	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
@@ -71,7 +74,9 @@ func run(args []string) error {
 		}
 		files = append(files, f)
 	}
-	if *timeout <= 0 {
+	timeoutSet := false
+	fl.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if timeoutSet && *timeout <= 0 {
 		return fmt.Errorf("--timeout %v: want a positive duration", *timeout)
 	}
 	devCfg, err := devFlags()
@@ -93,24 +98,78 @@ func run(args []string) error {
 		return err
 	}
 	guestOpts := images.GuestOptions{Progress: os.Stderr, Kernel: *kernel, HeadersDir: *headers, ModulesDir: *modulesDir,
-		Mirror: *mirror, SecurityMirror: *securityMirror}
+		Mirror: *mirror, SecurityMirror: *securityMirror, Flavour: *flavour, DRMSrc: *drmSrc}
 	img, plan, user, err := userPlan(ctx, guestOpts, *moduleSrc, mods, runs, files)
 	if err != nil {
 		return err
 	}
+	// The suites to run, each with its image and its share of --tests.
+	type suiteRun struct {
+		name     string
+		img      *images.GuestImage
+		testArgs string
+	}
+	var suites []suiteRun
 	if plan == nil {
+		if *flavour != "" {
+			return fmt.Errorf("--flavour chooses the kernel of a user run (--module/--run/--add); the suites run on their own (ktap: cloud, drm: generic)")
+		}
+		names, err := suiteList(*suiteFlag, *kernel != "")
+		if err != nil {
+			return err
+		}
+		if *suiteFlag == "" && *drmSrc == "" && containsSuite(names, images.SuiteDRM) {
+			// By default the DRM suite runs where it can be built: from a checkout that has it.
+			if err := images.DRMSuiteSources(); err != nil {
+				fmt.Fprintf(os.Stderr, "== the DRM suite does not run: %v (--suite drm insists)\n", err)
+				names = []string{images.SuiteKTAP}
+			}
+		}
 		src := *moduleSrc
 		if src == "" {
 			if src, err = vgpu.WriteGuestSources(filepath.Join(dir, "module-src")); err != nil {
 				return err
 			}
 		}
-		guestOpts.ModuleSrc = src
-		if img, err = images.Guest(ctx, guestOpts); err != nil {
+		cases, err := ktapCases(src)
+		if err != nil && containsSuite(names, images.SuiteKTAP) {
+			return fmt.Errorf("the vgpu_test cases of %s: %w", src, err)
+		}
+		imgs := map[string]*images.GuestImage{}
+		for _, name := range names {
+			opts := guestOpts
+			opts.Suite = name
+			if name == images.SuiteKTAP {
+				opts.ModuleSrc = src
+			}
+			fmt.Fprintf(os.Stderr, "== preparing the %s\n", suiteTitle(name))
+			if imgs[name], err = images.Guest(ctx, opts); err != nil {
+				return fmt.Errorf("%s: %w", suiteTitle(name), err)
+			}
+		}
+		var drmList []string
+		if g := imgs[images.SuiteDRM]; g != nil {
+			drmList = drmCases(ctx, g.DRMTest)
+		}
+		sel, err := splitTests(*tests, names, cases, drmList)
+		if err != nil {
 			return err
 		}
-	} else if *tests != "" {
-		return fmt.Errorf("--tests chooses vgpu_test's cases; this is a user run (%s)", user)
+		for _, name := range names {
+			if *tests != "" && len(sel[name]) == 0 {
+				fmt.Fprintf(os.Stderr, "== %s: --tests names none of its cases; not run\n", suiteTitle(name))
+				continue
+			}
+			suites = append(suites, suiteRun{name, imgs[name], suiteTestArgs(name, sel[name])})
+		}
+	} else {
+		if *tests != "" {
+			return fmt.Errorf("--tests chooses the suites' cases; this is a user run (%s)", user)
+		}
+		if *suiteFlag != "" {
+			return fmt.Errorf("--suite chooses vgpu's suites; this is a user run (%s)", user)
+		}
+		suites = []suiteRun{{name: "", img: img}}
 	}
 	if *iommu == "" {
 		*iommu = "both"
@@ -122,9 +181,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *keep && len(modes) > 1 {
-		modes = modes[:1] // one VM to keep
-	}
 	var consoleW io.Writer
 	if *console {
 		consoleW = os.Stderr
@@ -132,27 +188,46 @@ func run(args []string) error {
 	report := &jsonReport{Passed: true}
 
 	failed := false
-	for _, on := range modes {
-		name := map[bool]string{false: "no IOMMU", true: "intel-iommu"}[on]
-		fmt.Fprintf(os.Stderr, "== booting the guest (%s, QEMU %s)\n", name, qemu.Version())
-		runDir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-		res, err := boot.Run(ctx, boot.Config{
-			QEMU: qemu, Guest: img, Device: devCfg, IOMMU: on, TestArgs: testArgs(*tests),
-			Dir: runDir, Keep: *keep, Timeout: *timeout, Plan: plan, Append: appends, Console: consoleW,
-		})
-		if err != nil {
-			return err
+	var outcomes []bootOutcome
+	for si, sr := range suites {
+		for mi, on := range modes {
+			if *keep && (si > 0 || mi > 0) {
+				break // one VM to keep
+			}
+			name := map[bool]string{false: "no IOMMU", true: "intel-iommu"}[on]
+			what := "the guest"
+			if sr.name != "" {
+				what = "the " + suiteTitle(sr.name)
+			}
+			fmt.Fprintf(os.Stderr, "== booting %s (%s, QEMU %s)\n", what, name, qemu.Version())
+			runDir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			if sr.name != "" && len(suites) > 1 {
+				runDir = filepath.Join(dir, sr.name+"-"+strings.ReplaceAll(name, " ", "-"))
+			}
+			bound, extra := suiteBounds(sr.name, *timeout)
+			res, err := boot.Run(ctx, boot.Config{
+				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
+				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
+			})
+			if err != nil {
+				return err
+			}
+			judgeSuite(sr.name, res)
+			if plan != nil {
+				printUserSummary(os.Stdout, name, res)
+			} else {
+				printSuiteSummary(os.Stdout, sr.name, name, res)
+			}
+			report.Boots = append(report.Boots, suiteJSON(sr.name, name, res))
+			outcomes = append(outcomes, bootOutcome{sr.name, name, res})
+			if res.Failed() {
+				failed = true
+				report.Passed = false
+			}
 		}
-		if plan != nil {
-			printUserSummary(os.Stdout, name, res)
-		} else {
-			printSummary(os.Stdout, name, res)
-		}
-		report.Boots = append(report.Boots, jsonBootOf(name, res))
-		if res.Failed() {
-			failed = true
-			report.Passed = false
-		}
+	}
+	if plan == nil && len(outcomes) > 1 {
+		printOverall(os.Stdout, outcomes)
 	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, report); err != nil {
@@ -188,6 +263,66 @@ func testArgs(tests string) string {
 	return "tests=" + tests
 }
 
+// bootOutcome is one boot of a suite, for the overall summary.
+type bootOutcome struct {
+	suite, mode string
+	res         *boot.Result
+}
+
+// printSuiteSummary is printSummary for one boot of a suite, with the DRM figures of the DRM
+// suite.
+func printSuiteSummary(w io.Writer, suite, mode string, res *boot.Result) {
+	title := mode
+	if suite != "" {
+		title = suite + ", " + mode
+	}
+	printSummary(w, title, res)
+	if suite != images.SuiteDRM {
+		return
+	}
+	figs, problems := parsePerf(res.Report)
+	if len(figs) > 0 {
+		fmt.Fprintln(w, "DRM figures (measured in this boot; user queue from userspace, no ioctl per job, vs the driver's kernel queue through an ioctl):")
+		for _, l := range drmFigureLines(figs) {
+			fmt.Fprintln(w, "  "+l)
+		}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "  PROBLEM %s\n", p)
+	}
+}
+
+// printOverall writes one line per boot: suite, IOMMU mode, verdict and case counts.
+func printOverall(w io.Writer, outcomes []bootOutcome) {
+	fmt.Fprintln(w, "\nsummary:")
+	for _, o := range outcomes {
+		verdict := "PASS"
+		if o.res.Failed() {
+			verdict = "FAIL"
+		}
+		var pass, fail, skip int
+		var count func([]*ktap.Test)
+		count = func(ts []*ktap.Test) {
+			for _, t := range ts {
+				switch t.Result {
+				case ktap.Pass:
+					pass++
+				case ktap.Fail:
+					fail++
+				default:
+					skip++
+				}
+			}
+		}
+		if o.res.Report != nil {
+			count(o.res.Report.Tests)
+		}
+		line := fmt.Sprintf("  %-4s %-5s %-12s %3d passed, %d failed, %d skipped, %d problems  %v", verdict, o.suite, o.mode,
+			pass, fail, skip, len(o.res.Problems)+len(o.res.Report.Problems), o.res.Wall.Round(time.Millisecond))
+		fmt.Fprintln(w, line)
+	}
+}
+
 // durationRE finds the module's "<case>: N ms" timing note among a case's diagnostics.
 var durationRE = regexp.MustCompile(`^\S+: (\d+) ms$`)
 
@@ -212,6 +347,10 @@ func printSummary(w io.Writer, mode string, res *boot.Result) {
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
 			if t.Result == ktap.Fail {
 				walk(t.Subtests, indent+"    ")
+				if len(t.Subtests) == 0 {
+					// The reason is in the case's diagnostics (the DRM program puts it there).
+					writeLines(w, indent+"    | ", tail(failureNotes(t), 6))
+				}
 			}
 		}
 	}
@@ -236,6 +375,17 @@ func printSummary(w io.Writer, mode string, res *boot.Result) {
 		}
 		printArtefacts(w, res)
 	}
+}
+
+// failureNotes are a failed case's diagnostics without its timing note.
+func failureNotes(t *ktap.Test) []string {
+	var out []string
+	for _, d := range t.Diagnostics {
+		if !durationRE.MatchString(d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func indent(s, prefix string) string {

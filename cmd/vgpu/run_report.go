@@ -155,6 +155,8 @@ type jsonReport struct {
 
 type jsonBoot struct {
 	Name       string            `json:"name"`
+	Suite      string            `json:"suite,omitempty"` // ktap, drm; "" for a user run
+	Perf       []perfFigure      `json:"perf,omitempty"`  // the DRM suite's "# perf" figures
 	Passed     bool              `json:"passed"`
 	WallMS     int64             `json:"wall_ms"`
 	TimedOut   bool              `json:"timed_out"`
@@ -239,6 +241,18 @@ func jsonBootOf(name string, res *boot.Result) jsonBoot {
 		b.KTAP = append(b.KTAP, jsonKTAPOf(d.Source, d.Report))
 	}
 	return b
+}
+
+// suiteJSON is a boot's --json record with its suite: the DRM suite's KTAP is vgpu-drmtest's,
+// and its perf figures are listed.
+func suiteJSON(suite, name string, res *boot.Result) jsonBoot {
+	jb := jsonBootOf(name, res)
+	jb.Suite = suite
+	if suite == "drm" && res.User == nil && len(jb.KTAP) > 0 {
+		jb.KTAP[0].Source = "vgpu-drmtest"
+		jb.Perf, _ = parsePerf(res.Report)
+	}
+	return jb
 }
 
 func jsonKTAPOf(source string, rep *ktap.Report) jsonKTAP {

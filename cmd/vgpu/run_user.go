@@ -33,8 +33,12 @@ func parseModuleArg(s string) (moduleArg, error) {
 // modName is how the kernel spells a module's name: '-' and '_' are the same to it.
 func modName(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
-// builtModule is a .ko of --module-src with its module name.
-type builtModule struct{ name, path string }
+// builtModule is a .ko of --module-src with its module name and the modules it needs
+// (modinfo depends=, in the kernel's spelling).
+type builtModule struct {
+	name, path string
+	depends    []string
+}
 
 func describeBuilt(kos []string) ([]builtModule, error) {
 	var out []builtModule
@@ -47,7 +51,17 @@ func describeBuilt(kos []string) ([]builtModule, error) {
 		if n := info["name"]; len(n) > 0 && n[0] != "" {
 			name = n[0]
 		}
-		out = append(out, builtModule{name: modName(name), path: k})
+		var deps []string
+		var depends string
+		if d := info["depends"]; len(d) > 0 {
+			depends = d[0]
+		}
+		for _, d := range strings.Split(depends, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				deps = append(deps, modName(d))
+			}
+		}
+		out = append(out, builtModule{name: modName(name), path: k, depends: deps})
 	}
 	return out, nil
 }
@@ -58,15 +72,10 @@ type kernelModuleFunc func(ctx context.Context, names []string) ([]images.PlanMo
 
 // planModules chooses the modules of a user run: with no --module every module --module-src
 // built, in its Kbuild order; otherwise those named, in order, from --module-src's build or
-// else from the guest kernel (with their dependencies, loaded first and marked as such).
+// else from the guest kernel (with their dependencies, loaded first and marked as such). A
+// built module's own dependencies on the guest kernel's modules (vgpu_drm.ko's on drm, say)
+// are loaded before it the same way.
 func planModules(ctx context.Context, built []builtModule, args []moduleArg, kernel kernelModuleFunc) ([]images.PlanModule, error) {
-	if len(args) == 0 {
-		var out []images.PlanModule
-		for _, b := range built {
-			out = append(out, images.PlanModule{Name: b.name, Path: b.path})
-		}
-		return out, nil
-	}
 	var out []images.PlanModule
 	have := map[string]bool{}
 	add := func(m images.PlanModule) {
@@ -74,6 +83,43 @@ func planModules(ctx context.Context, built []builtModule, args []moduleArg, ker
 			have[m.Name] = true
 			out = append(out, m)
 		}
+	}
+	isBuilt := func(name string) bool {
+		for _, b := range built {
+			if b.name == name {
+				return true
+			}
+		}
+		return false
+	}
+	// kernelDeps adds the guest kernel's modules that b needs, before it.
+	kernelDeps := func(b builtModule) error {
+		for _, d := range b.depends {
+			if isBuilt(d) || have[d] {
+				continue // the user's own module: loaded in the order given
+			}
+			if kernel == nil {
+				return fmt.Errorf("%s needs %s, which --module-src does not build, and the guest kernel's modules are not available", b.name, d)
+			}
+			mods, err := kernel(ctx, []string{d})
+			if err != nil {
+				return fmt.Errorf("%s needs %s: %w", b.name, d, err)
+			}
+			for _, m := range mods {
+				m.Dependency, m.Args = true, ""
+				add(m)
+			}
+		}
+		return nil
+	}
+	if len(args) == 0 {
+		for _, b := range built {
+			if err := kernelDeps(b); err != nil {
+				return nil, err
+			}
+			add(images.PlanModule{Name: b.name, Path: b.path})
+		}
+		return out, nil
 	}
 	for _, a := range args {
 		want := modName(a.name)
@@ -86,6 +132,9 @@ func planModules(ctx context.Context, built []builtModule, args []moduleArg, ker
 		if found != nil {
 			if have[found.name] {
 				return nil, fmt.Errorf("--module %s is given twice", a.name)
+			}
+			if err := kernelDeps(*found); err != nil {
+				return nil, fmt.Errorf("--module %s: %w", a.name, err)
 			}
 			add(images.PlanModule{Name: found.name, Path: found.path, Args: a.args})
 			continue

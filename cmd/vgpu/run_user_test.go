@@ -33,7 +33,8 @@ func TestParseModuleArg(t *testing.T) {
 }
 
 func TestPlanModules(t *testing.T) {
-	built := []builtModule{{"mydrv", "/b/mydrv.ko"}, {"my_helper", "/b/my-helper.ko"}}
+	built := []builtModule{{"mydrv", "/b/mydrv.ko", []string{"my_helper"}}, {"my_helper", "/b/my-helper.ko", nil}}
+	withDeps := append(built[:2:2], builtModule{"my_drm", "/b/my_drm.ko", []string{"drm_kms_helper", "my_helper", "builtin"}})
 	kernel := func(_ context.Context, names []string) ([]images.PlanModule, error) {
 		switch names[0] {
 		case "drm_kms_helper":
@@ -86,14 +87,36 @@ func TestPlanModules(t *testing.T) {
 			t.Errorf("planModules(%q) = %q, %v; want %q", tc.args, names(got), err, tc.want)
 		}
 	}
+	// A built module's kernel dependencies come first, marked; its built ones are the user's
+	// to order.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "mydrv my_helper drm(dep) drm_kms_helper(dep) my_drm"},
+		{[]string{"my_drm=x=1"}, "drm(dep) drm_kms_helper(dep) my_drm=x=1"},
+		{[]string{"drm_kms_helper", "my_drm"}, "drm(dep) drm_kms_helper my_drm"},
+	} {
+		var args []moduleArg
+		for _, a := range tc.args {
+			m, _ := parseModuleArg(a)
+			args = append(args, m)
+		}
+		if got, err := planModules(ctx, withDeps, args, kernel); err != nil || names(got) != tc.want {
+			t.Errorf("with dependencies, planModules(%q) = %q, %v; want %q", tc.args, names(got), err, tc.want)
+		}
+	}
+	if _, err := planModules(ctx, withDeps, nil, nil); err == nil {
+		t.Error("a built module that needs the kernel's modules, without them: accepted")
+	}
 	if _, err := planModules(ctx, built, []moduleArg{{name: "drm"}}, nil); err == nil {
 		t.Error("a kernel module without the kernel's modules: accepted")
 	}
 }
 
 func TestUserModeReason(t *testing.T) {
-	vt := []builtModule{{"vgpu_test", "/b/vgpu_test.ko"}}
-	my := []builtModule{{"mydrv", "/b/mydrv.ko"}}
+	vt := []builtModule{{"vgpu_test", "/b/vgpu_test.ko", nil}}
+	my := []builtModule{{"mydrv", "/b/mydrv.ko", nil}}
 	for _, tc := range []struct {
 		mods       []moduleArg
 		runs, adds []string

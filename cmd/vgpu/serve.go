@@ -135,15 +135,19 @@ func addDeviceFlags(fl *flag.FlagSet) func() (device.Config, error) {
 	subVendor := idFlag(fl, "subsystem-vendor-id", abi.PCI_SUBSYSTEM_VENDOR_ID, "PCI subsystem vendor ID")
 	subID := idFlag(fl, "subsystem-id", abi.PCI_SUBSYSTEM_ID, "PCI subsystem ID")
 	vectors := fl.Int("msix-vectors", def.MSIXVectors, fmt.Sprintf("number of MSI-X vectors (1..%d)", abi.REGS_MSIX_MAX_VECTORS))
+	cus := fl.Int("compute-units", def.ComputeUnits, "compute units running shader dispatches (1..64)")
 	return func() (device.Config, error) {
 		mode, err := bars.ParseDoorbellMode(*doorbell)
 		if err != nil {
 			return device.Config{}, err
 		}
+		if *cus < 1 || *cus > 64 {
+			return device.Config{}, fmt.Errorf("--compute-units %d: 1..64", *cus)
+		}
 		return device.Config{
 			VendorID: uint16(*vendor), DeviceID: uint16(*devID),
 			SubsystemVendorID: uint16(*subVendor), SubsystemID: uint16(*subID),
-			VRAMSize: *vram, VRAMWindow: *window, Doorbells: mode, MSIXVectors: *vectors,
+			VRAMSize: *vram, VRAMWindow: *window, Doorbells: mode, MSIXVectors: *vectors, ComputeUnits: *cus,
 		}, nil
 	}
 }

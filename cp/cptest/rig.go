@@ -8,6 +8,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/cp"
+	"vgpu/pm4"
 )
 
 // Interrupts records the CP's IVs (engine.Interrupts). With Mem set, each IV is also a trace
@@ -261,34 +262,40 @@ func (w Writer) Emit(pkts ...[]uint32) uint64 {
 	return pos
 }
 
-func (w Writer) Nop(total int) uint64 { return w.emit(Nop(total)) }
+func (w Writer) Nop(total int) uint64 { return w.emit(pm4.Nop(total)) }
 func (w Writer) SetUConfigReg(off uint32, v ...uint32) uint64 {
-	return w.emit(SetUConfigReg(off, v...))
+	return w.emit(pm4.SetUConfigReg(off, v...))
 }
-func (w Writer) SetConfigReg(off uint32, v ...uint32) uint64 { return w.emit(SetConfigReg(off, v...)) }
-func (w Writer) SetShReg(off uint32, v ...uint32) uint64     { return w.emit(SetShReg(off, v...)) }
-func (w Writer) WriteData(p WriteData) uint64                { return w.emit(p.Encode()) }
-func (w Writer) WriteMem(addr uint64, data ...uint32) uint64 { return w.emit(WriteMem(addr, data...)) }
-func (w Writer) WriteReg(reg uint32, data ...uint32) uint64  { return w.emit(WriteReg(reg, data...)) }
-func (w Writer) CopyData(p CopyData) uint64                  { return w.emit(p.Encode()) }
-func (w Writer) IB(ib *IB) uint64                            { return w.emit(IBCall(ib)) }
-func (w Writer) IndirectBuffer(p IndirectBuffer) uint64      { return w.emit(p.Encode()) }
-func (w Writer) ReleaseMem(p ReleaseMem) uint64              { return w.emit(p.Encode()) }
-func (w Writer) AcquireMem(p AcquireMem) uint64              { return w.emit(p.Encode()) }
-func (w Writer) WaitRegMem(p WaitRegMem) uint64              { return w.emit(p.Encode()) }
-func (w Writer) DMAData(p DMAData) uint64                    { return w.emit(p.Encode()) }
-func (w Writer) EventWrite(typ, index uint32) uint64         { return w.emit(EventWrite(typ, index)) }
-func (w Writer) PfpSyncMe() uint64                           { return w.emit(PfpSyncMe()) }
+func (w Writer) SetConfigReg(off uint32, v ...uint32) uint64 {
+	return w.emit(pm4.SetConfigReg(off, v...))
+}
+func (w Writer) SetShReg(off uint32, v ...uint32) uint64 { return w.emit(pm4.SetShReg(off, v...)) }
+func (w Writer) WriteData(p pm4.WriteData) uint64        { return w.emit(p.Encode()) }
+func (w Writer) WriteMem(addr uint64, data ...uint32) uint64 {
+	return w.emit(pm4.WriteMem(addr, data...))
+}
+func (w Writer) WriteReg(reg uint32, data ...uint32) uint64 {
+	return w.emit(pm4.WriteReg(reg, data...))
+}
+func (w Writer) CopyData(p pm4.CopyData) uint64             { return w.emit(p.Encode()) }
+func (w Writer) IB(ib *IB) uint64                           { return w.emit(IBCall(ib)) }
+func (w Writer) IndirectBuffer(p pm4.IndirectBuffer) uint64 { return w.emit(p.Encode()) }
+func (w Writer) ReleaseMem(p pm4.ReleaseMem) uint64         { return w.emit(p.Encode()) }
+func (w Writer) AcquireMem(p pm4.AcquireMem) uint64         { return w.emit(p.Encode()) }
+func (w Writer) WaitRegMem(p pm4.WaitRegMem) uint64         { return w.emit(p.Encode()) }
+func (w Writer) DMAData(p pm4.DMAData) uint64               { return w.emit(p.Encode()) }
+func (w Writer) EventWrite(typ, index uint32) uint64        { return w.emit(pm4.EventWrite(typ, index)) }
+func (w Writer) PfpSyncMe() uint64                          { return w.emit(pm4.PfpSyncMe()) }
 
-// Fence emits amdgpu's job fence (see Fence).
+// Fence emits amdgpu's job fence (see pm4.Fence).
 func (w Writer) Fence(addr uint64, seq, ctx uint32, irq bool) uint64 {
-	return w.emit(Fence(addr, seq, ctx, irq))
+	return w.emit(pm4.Fence(addr, seq, ctx, irq))
 }
 
 // Dispatch sets a built-in kernel's arguments and dispatches x*y*z groups.
 func (w Writer) Dispatch(kernel uint32, dst, src uint64, value uint32, x, y, z uint32) uint64 {
-	w.emit(Kernel(kernel, dst, src, value))
-	return w.emit(DispatchDirect(x, y, z))
+	w.emit(pm4.Kernel(kernel, dst, src, value))
+	return w.emit(pm4.DispatchDirect(x, y, z))
 }
 
 // Ring is the driver's side of one queue: it writes packets into the ring memory at wptr
@@ -405,3 +412,6 @@ func (ib *IB) Size() uint32 {
 	defer ib.mu.Unlock()
 	return uint32(ib.n)
 }
+
+// IBCall is INDIRECT_BUFFER of the IB built so far.
+func IBCall(ib *IB) []uint32 { return pm4.IndirectBuffer{Addr: ib.Base, Size: ib.Size()}.Encode() }

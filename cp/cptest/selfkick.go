@@ -1,6 +1,9 @@
 package cptest
 
-import "vgpu/abi"
+import (
+	"vgpu/abi"
+	"vgpu/pm4"
+)
 
 // HQDReg is the register-file dword offset of HQD register off (a REG_HQD_* offset) of slot,
 // as a packet names it.
@@ -17,8 +20,8 @@ func HQDReg(slot int, off uint32) uint32 {
 func (r *Ring) SelfKick(counter uint64, extra ...[]uint32) {
 	r.Rig.Mem.Store32(counter, uint32(r.Size))
 	r.Emit(extra...)
-	r.Emit(Kernel(abi.KERNEL_INCREMENT, counter, 0, 0), DispatchDirect(uint32(r.Size), 1, 1))
-	r.CopyData(CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_TC_L2, DstSel: abi.PM4_COPY_DATA_SEL_REG,
+	r.Emit(pm4.Kernel(abi.KERNEL_INCREMENT, counter, 0, 0), pm4.DispatchDirect(uint32(r.Size), 1, 1))
+	r.CopyData(pm4.CopyData{SrcSel: abi.PM4_COPY_DATA_SEL_TC_L2, DstSel: abi.PM4_COPY_DATA_SEL_REG,
 		Src: counter, Dst: uint64(HQDReg(r.Slot, abi.REG_HQD_PQ_WPTR_LO))})
 	if rest := int(r.Size - r.Wptr()); rest > 0 {
 		r.Nop(rest)

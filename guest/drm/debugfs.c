@@ -196,4 +196,5 @@ void vgpu_debugfs_init(struct drm_minor *minor)
 {
 	drm_debugfs_create_files(vgpu_debugfs_list, ARRAY_SIZE(vgpu_debugfs_list),
 				 minor->debugfs_root, minor);
+	vgpu_evict_debugfs_init(minor);
 }

@@ -28,6 +28,8 @@
 #define VGPU_REG_ID_MSIX_VECTORS 0x1cULL
 /* RO. Number of 64-bit doorbells in BAR2. */
 #define VGPU_REG_ID_DOORBELL_COUNT 0x20ULL
+/* RO. Number of compute units running shader dispatches (a context save area holds at most this many workgroups). */
+#define VGPU_REG_ID_COMPUTE_UNITS 0x24ULL
 /* Self-test block: proves the interrupt and DMA paths end to end without any engine. */
 #define VGPU_BLOCK_SELFTEST_BASE 0x200ULL
 #define VGPU_BLOCK_SELFTEST_SIZE 0x100ULL
@@ -755,8 +757,8 @@
 /* "VGPU" as bytes in memory order. */
 #define VGPU_ID_MAGIC_VALUE 0x55504756ULL
 #define VGPU_ID_VERSION_MAJOR 0x1ULL
-/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). */
-#define VGPU_ID_VERSION_MINOR 0x4ULL
+/* 1: asynchronous L2_CONTROL (L2_STATUS), CP_ENGINE_RESET. 2: GPUVM (VM, VM_CONTEXT, VM_INV_ENG blocks; INVALIDATE_TLBS; the IB VMID field on kernel streams). 3: the MES scheduler (MES block, AMD v11 API frames and MQDs, PROTECTED_FENCE_SIGNAL). 4: a 64 KiB doorbell BAR (16 pages of 512). 5: shader dispatches (the eBPF ISA, COMPUTE_PGM and friends, DISPATCH_INDIRECT, CP_ERROR_SHADER, ID_COMPUTE_UNITS). */
+#define VGPU_ID_VERSION_MINOR 0x5ULL
 /* Largest self-test transfer in bytes. */
 #define VGPU_SELFTEST_DMA_MAX_LEN 0x100000ULL
 /* No transfer since reset. */
@@ -792,8 +794,12 @@
 #define VGPU_PM4_TYPE3 0x3ULL
 #define VGPU_PM4_TYPE2 0x2ULL
 #define VGPU_PM4_IT_NOP 0x10ULL
-/* Runs a built-in kernel (see KERNEL_*). */
+/* Sets a base address: BASE_INDEX 1 is DISPATCH_INDIRECT's (PM4_SET_BASE_*). */
+#define VGPU_PM4_IT_SET_BASE 0x11ULL
+/* Runs a dispatch: the shader at COMPUTE_PGM, or with COMPUTE_PGM 0 a built-in kernel (see KERNEL_*). */
 #define VGPU_PM4_IT_DISPATCH_DIRECT 0x15ULL
+/* DISPATCH_DIRECT with the three dimensions read from memory: DW1 an offset from the SET_BASE 1 address (4-byte aligned), DW2 the initiator. */
+#define VGPU_PM4_IT_DISPATCH_INDIRECT 0x16ULL
 #define VGPU_PM4_IT_WRITE_DATA 0x37ULL
 #define VGPU_PM4_IT_WAIT_REG_MEM 0x3cULL
 #define VGPU_PM4_IT_INDIRECT_BUFFER 0x3fULL
@@ -1049,7 +1055,31 @@
 /* Memory (as destination) or immediate (as source). */
 #define VGPU_PM4_COPY_DATA_SEL_MEM 0x5ULL
 #define VGPU_PM4_COPY_DATA_SEL_GPU_CLOCK 0x9ULL
-/* DISPATCH_DIRECT: the KERNEL_* to run. */
+/* The address DISPATCH_INDIRECT offsets are relative to (8-byte aligned). */
+#define VGPU_PM4_SET_BASE_INDEX_DISPATCH_INDIRECT 0x1ULL
+/* Accepted and ignored (the initiator is the dispatch packet's last dword). */
+#define VGPU_SH_COMPUTE_DISPATCH_INITIATOR 0x200ULL
+/* The first workgroup id in X (Y, Z follow): a dispatch's group ids are START + 0..DIM-1. */
+#define VGPU_SH_COMPUTE_START_X 0x204ULL
+#define VGPU_SH_COMPUTE_START_Y 0x205ULL
+#define VGPU_SH_COMPUTE_START_Z 0x206ULL
+/* Work-items per workgroup in X [15:0] (Y, Z follow; the product is 1..1024). */
+#define VGPU_SH_COMPUTE_NUM_THREAD_X 0x207ULL
+#define VGPU_SH_COMPUTE_NUM_THREAD_Y 0x208ULL
+#define VGPU_SH_COMPUTE_NUM_THREAD_Z 0x209ULL
+/* The shader's GPU address >> 8, bits [39:8] (0 with PGM_HI 0: DISPATCH runs a built-in kernel). */
+#define VGPU_SH_COMPUTE_PGM_LO 0x20cULL
+/* Address bits [47:40] in [7:0]. */
+#define VGPU_SH_COMPUTE_PGM_HI 0x20dULL
+/* vgpu: the shader's length in instruction slots [16:0] (1..SHADER_MAX_INSNS). */
+#define VGPU_SH_COMPUTE_PGM_RSRC1 0x212ULL
+/* Accepted and ignored. */
+#define VGPU_SH_COMPUTE_PGM_RSRC2 0x213ULL
+/* Accepted and ignored. */
+#define VGPU_SH_COMPUTE_RESOURCE_LIMITS 0x215ULL
+/* vgpu: stack bytes per work-item [16:0] (a multiple of 8, at most SHADER_STACK_MAX; 0: SHADER_STACK_DEFAULT). */
+#define VGPU_SH_COMPUTE_TMPRING_SIZE 0x218ULL
+/* A shader's kernel-argument pointer low 32 bits (R1; USER_DATA_1 the high bits). Built-in kernels: the KERNEL_* to run. */
 #define VGPU_SH_COMPUTE_USER_DATA_0 0x240ULL
 /* Destination address, low 32 bits. */
 #define VGPU_SH_COMPUTE_USER_DATA_1 0x241ULL
@@ -1306,6 +1336,8 @@
 #define VGPU_CP_ERROR_IB_LIMIT 0x8ULL
 /* The ring base/size is invalid. */
 #define VGPU_CP_ERROR_RING_CONFIG 0x9ULL
+/* A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction. */
+#define VGPU_CP_ERROR_SHADER 0xaULL
 #define VGPU_L2_LINE_BYTES 0x80ULL
 #define VGPU_L2_EVENT_NONE 0x0ULL
 /* An engine read a cached line older than memory. */

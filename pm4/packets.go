@@ -1,4 +1,4 @@
-package cptest
+package pm4
 
 import "vgpu/abi"
 
@@ -107,9 +107,6 @@ func (p IndirectBuffer) Encode() []uint32 {
 	}
 	return Packet(abi.PM4_IT_INDIRECT_BUFFER, uint32(p.Addr), uint32(p.Addr>>32), ctl)
 }
-
-// IBCall is INDIRECT_BUFFER of the IB built so far.
-func IBCall(ib *IB) []uint32 { return IndirectBuffer{Addr: ib.Base, Size: ib.Size()}.Encode() }
 
 // RELEASE_MEM values (abi documents them in field texts only).
 const (
