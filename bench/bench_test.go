@@ -110,3 +110,7 @@ func BenchmarkRegionReadUnderLoad(b *testing.B) {
 		b.ReportMetric(v/base, q.name+"-ratio")
 	}
 }
+
+func BenchmarkShaderALU(b *testing.B)       { benchScenario(b, ShaderALU()) }
+func BenchmarkShaderVectorAdd(b *testing.B) { benchScenario(b, ShaderVectorAdd()) }
+func BenchmarkShaderScaling(b *testing.B)   { benchScenario(b, ShaderScaling()) }

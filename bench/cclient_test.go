@@ -182,7 +182,7 @@ func BenchmarkCClientRegionRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cc.Close()
-	dev, err := newDevice(bars.DoorbellTrap)
+	dev, err := newDevice(bars.DoorbellTrap, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

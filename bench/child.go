@@ -52,7 +52,7 @@ func serveChild(modeName string) error {
 	if err != nil {
 		return err
 	}
-	dev, err := newDevice(mode)
+	dev, err := newDevice(mode, 0)
 	if err != nil {
 		return err
 	}
@@ -80,10 +80,13 @@ func ignoreHangUp(err error) error {
 }
 
 // newDevice is the device every rig serves: 256 MiB of VRAM, all of it in the BAR window.
-func newDevice(mode bars.DoorbellMode) (*device.Device, error) {
+func newDevice(mode bars.DoorbellMode, cus int) (*device.Device, error) {
 	cfg := device.DefaultConfig()
 	cfg.VRAMSize, cfg.VRAMWindow = rigVRAM, rigVRAM
 	cfg.Doorbells = mode
+	if cus > 0 {
+		cfg.ComputeUnits = cus
+	}
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return device.New(cfg)
 }

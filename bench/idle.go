@@ -23,7 +23,7 @@ func IdleCPU(wall time.Duration) (Result, error) {
 // IdleCPUOf is the whole process's CPU use (% of one core) over wall with an idle device in
 // the given doorbell mode.
 func IdleCPUOf(mode bars.DoorbellMode, wall time.Duration) (float64, error) {
-	dev, err := newDevice(mode)
+	dev, err := newDevice(mode, 0)
 	if err != nil {
 		return 0, err
 	}

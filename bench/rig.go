@@ -58,6 +58,8 @@ type RigConfig struct {
 	GuestBytes int    // guest memory mapped at guestIOVA and through the GART (0: none)
 	NoQueue    bool   // leave every queue inactive
 	Process    bool   // serve the device from a child process (see ServeIfChild)
+	// ComputeUnits (in-process rigs only; 0: the device's default) shapes the compute units.
+	ComputeUnits int
 }
 
 // NewRig starts a device and brings up the IH ring, one compute queue (unless NoQueue) and
@@ -68,7 +70,7 @@ func NewRig(rc RigConfig) (*Rig, error) {
 	if rc.Process {
 		err = r.connectChild(rc.Doorbells)
 	} else {
-		err = r.connect(rc.Doorbells)
+		err = r.connect(rc.Doorbells, rc.ComputeUnits)
 	}
 	if err == nil {
 		_, err = r.C.Negotiate()
@@ -83,8 +85,8 @@ func NewRig(rc RigConfig) (*Rig, error) {
 }
 
 // connect serves a device in this process over a socketpair.
-func (r *Rig) connect(mode bars.DoorbellMode) error {
-	dev, err := newDevice(mode)
+func (r *Rig) connect(mode bars.DoorbellMode, cus int) error {
+	dev, err := newDevice(mode, cus)
 	if err != nil {
 		return err
 	}

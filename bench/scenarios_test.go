@@ -30,6 +30,9 @@ func TestScenariosRun(t *testing.T) {
 		{Copy(4 << 10), 3},
 		{Copy(64 << 10), 3},
 		{Copy(1 << 20), 3},
+		{ShaderALU(), 2},
+		{ShaderVectorAdd(), 2},
+		{ShaderScaling(), 2},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.s.Name, func(t *testing.T) {

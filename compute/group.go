@@ -17,6 +17,7 @@ type cu struct {
 	id     int
 	l0     *l0
 	lanes  []shader.Lane
+	ptrs   []*shader.Lane // lanes, for a wave
 	stacks []byte
 	state  []item
 }
@@ -47,8 +48,12 @@ func (c *cu) prepare(n, stack int) {
 	if cap(c.lanes) < n {
 		c.lanes = make([]shader.Lane, n)
 		c.state = make([]item, n)
+		c.ptrs = make([]*shader.Lane, n)
 	}
-	c.lanes, c.state = c.lanes[:n], c.state[:n]
+	c.lanes, c.state, c.ptrs = c.lanes[:n], c.state[:n], c.ptrs[:n]
+	for i := range c.lanes {
+		c.ptrs[i] = &c.lanes[i]
+	}
 	if cap(c.stacks) < n*stack {
 		c.stacks = make([]byte, n*stack)
 	}
@@ -63,12 +68,16 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 	n, stack := r.groupItems, r.stack
 	c.prepare(n, stack)
 	mem := &laneMem{c: c.l0, acc: dataAccess(r.d.VMID, r.d.Slot), run: r}
+	d := r.dims(w.group, 0) // work-item 0; the others step from it
 	for i := range n {
 		l := &c.lanes[i]
 		st := c.stacks[i*stack : (i+1)*stack]
+		if i > 0 {
+			r.step(&d)
+		}
 		if w.resume != nil {
 			it := &w.resume.Items[i]
-			*l = shader.Lane{Regs: it.Regs, PC: int(it.PC), Stack: st, Dims: r.dims(w.group, i)}
+			*l = shader.Lane{Regs: it.Regs, PC: int(it.PC), Stack: st, Dims: d}
 			copy(st, it.Stack)
 			l.Bind(r.d.Program, mem, r)
 			c.state[i] = item{kind: it.Kind}
@@ -77,13 +86,28 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 			}
 			continue
 		}
-		l.Reset(r.d.Program, mem, r, r.d.Args, r.dims(w.group, i), st)
+		l.Reset(r.d.Program, mem, r, r.d.Args, d, st)
 		c.state[i] = item{kind: abi.SHADER_ITEM_READY}
 	}
 	budget := c.p.cfg.Budget
 	for {
 		if r.stopFlag.Load() {
 			return c.stopped(r, w)
+		}
+		if c.converged(n) {
+			// Every work-item ready at one PC: run them in lockstep while they stay together
+			// (shader.RunWave); whatever leaves the wave continues alone below.
+			before := c.lanes[0].Executed
+			stop, _ := shader.RunWave(c.ptrs, budget)
+			done := c.lanes[0].Executed - before
+			r.executed.Add(done * uint64(n))
+			c.p.stats.instructions.Add(done * uint64(n))
+			if stop == shader.Exited {
+				return groupEnd{}
+			}
+			if r.stopFlag.Load() {
+				return c.stopped(r, w)
+			}
 		}
 		exited, atBarrier, ran := 0, 0, false
 		var wake time.Time
@@ -171,6 +195,17 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 		}
 		c.wait(r, wake, retry)
 	}
+}
+
+// converged reports whether all n work-items are ready at one PC (a wave can run them).
+func (c *cu) converged(n int) bool {
+	pc := c.lanes[0].PC
+	for i := range n {
+		if c.state[i].kind != abi.SHADER_ITEM_READY || c.lanes[i].PC != pc {
+			return false
+		}
+	}
+	return n > 1
 }
 
 // wait gives up the execution turn until a sleeper's time, a retry channel, or a stop (at

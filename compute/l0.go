@@ -22,6 +22,7 @@ type l0 struct {
 	data  [][LineBytes]byte
 	mask  uint64
 	buf   [LineBytes]byte
+	fill  []byte // a wave's run of missing lines
 }
 
 func newL0(p *Pool, lines int) *l0 {
@@ -116,6 +117,96 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	m.c.update(m.acc.VMID, addr, size, nv)
 	p.stats.atomics.Add(1)
 	return old, nil
+}
+
+var _ shader.RangeMemory = (*laneMem)(nil)
+
+// LoadRange is a wave's coalesced load: the lines the L0 holds are served from it (checked in
+// strict mode), each run of missing lines is read with one access and filled.
+func (m *laneMem) LoadRange(addr uint64, p []byte) error {
+	if m.run.killed.Load() {
+		return ErrKilled
+	}
+	c := m.c
+	gen := c.p.l0Gen.Load()
+	lo, hi := addr&^(LineBytes-1), (addr+uint64(len(p))+LineBytes-1)&^(LineBytes-1)
+	hit := func(line uint64) bool {
+		i := (line / LineBytes) & c.mask
+		return c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen
+	}
+	// Fill the missing runs first: lines of a run that do not fit the L0 at once (a range
+	// longer than the L0) are read straight into p instead.
+	for line := lo; line < hi; {
+		if hit(line) {
+			line += LineBytes
+			continue
+		}
+		end := line
+		for end < hi && !hit(end) {
+			end += LineBytes
+		}
+		n := int(end - line)
+		if cap(c.fill) < n {
+			c.fill = make([]byte, n)
+		}
+		buf := c.fill[:n]
+		if err := c.p.cfg.Memory.Read(m.acc, line, buf); err != nil {
+			return err
+		}
+		c.p.stats.l0Misses.Add(uint64(n / LineBytes))
+		for o := 0; o < n; o += LineBytes {
+			i := ((line + uint64(o)) / LineBytes) & c.mask
+			c.tags[i], c.vmids[i], c.gens[i] = (line+uint64(o))|1, m.acc.VMID, gen
+			copy(c.data[i][:], buf[o:o+LineBytes])
+		}
+		// Copy now: a later fill of this range may evict these lines again.
+		for o := 0; o < n; o += LineBytes {
+			a := line + uint64(o)
+			from, to := max(a, addr), min(a+LineBytes, addr+uint64(len(p)))
+			if from < to {
+				copy(p[from-addr:to-addr], buf[from-line:to-line])
+			}
+		}
+		line = end
+	}
+	for line := lo; line < hi; line += LineBytes {
+		i := (line / LineBytes) & c.mask
+		from, to := max(line, addr), min(line+LineBytes, addr+uint64(len(p)))
+		if !hit(line) {
+			continue // filled above and already copied
+		}
+		if c.p.strict() {
+			var now [LineBytes]byte
+			if err := c.p.cfg.Memory.Read(m.acc, from, now[:to-from]); err == nil &&
+				string(now[:to-from]) != string(c.data[i][from-line:to-line]) {
+				c.p.staleRead(m.run, from, 0, 0)
+			}
+		}
+		copy(p[from-addr:to-addr], c.data[i][from-line:to-line])
+		c.p.stats.l0Hits.Add(1)
+	}
+	return nil
+}
+
+// StoreRange is a wave's coalesced store: one write through to the L2, then the lines the L0
+// holds follow.
+func (m *laneMem) StoreRange(addr uint64, p []byte) error {
+	if m.run.killed.Load() {
+		return ErrKilled
+	}
+	if err := m.c.p.cfg.Memory.Write(m.acc, addr, p); err != nil {
+		return err
+	}
+	c := m.c
+	gen := c.p.l0Gen.Load()
+	for line := addr &^ (LineBytes - 1); line < addr+uint64(len(p)); line += LineBytes {
+		i := (line / LineBytes) & c.mask
+		if c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen {
+			from, to := max(line, addr), min(line+LineBytes, addr+uint64(len(p)))
+			copy(c.data[i][from-line:to-line], p[from-addr:to-addr])
+		}
+	}
+	return nil
 }
 
 // update writes a stored value into the line if the L0 holds it (write-through, no

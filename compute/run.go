@@ -273,6 +273,20 @@ func (r *Run) Trap(l *shader.Lane, pc int, code uint32) {
 	r.push(abi.IH_SRC_SHADER_TRAP, [4]uint32{code, uint32(pc), uint32(group*uint64(r.groupItems) + d.Linear), 0})
 }
 
+// step moves d from one work-item to the next in its workgroup (local x, then y, then z).
+func (r *Run) step(d *shader.Dims) {
+	d.Linear++
+	for k := range 3 {
+		d.Local[k]++
+		d.Global[k]++
+		if d.Local[k] < d.LocalSize[k] || k == 2 {
+			return
+		}
+		d.Global[k] -= d.Local[k]
+		d.Local[k] = 0
+	}
+}
+
 // dims is the place of work-item i of workgroup g in the grid.
 func (r *Run) dims(g uint64, i int) shader.Dims {
 	d := &r.d

@@ -66,6 +66,10 @@ type Lane struct {
 	SleepNS uint64 // after Sleeping: how long
 	// Executed counts the instructions this Lane has executed (all Runs).
 	Executed uint64
+	// stackClean: Reset zeroed Stack and nothing has been stored in it since, so the next
+	// Reset on the same storage need not zero it again (most work-items never touch their
+	// stack, and zeroing 512 bytes per work-item would be most of a short shader's cost).
+	stackClean bool
 
 	prog *Program
 	mem  Memory
@@ -81,10 +85,28 @@ func NewLane(p *Program, mem Memory, trap Trapper, args uint64, d Dims, stack []
 	return l
 }
 
-// Reset reuses l for another work-item (as NewLane).
+// Reset reuses l for another work-item (as NewLane). It writes only what changes: a compute
+// unit resets its Lanes for every workgroup, and rewriting the pointers (write barriers) and a
+// clean stack for each work-item would be much of a short shader's cost.
 func (l *Lane) Reset(p *Program, mem Memory, trap Trapper, args uint64, d Dims, stack []byte) {
-	clear(stack)
-	*l = Lane{prog: p, mem: mem, trap: trap, Stack: stack, Dims: d}
+	same := len(l.Stack) == len(stack) && (len(stack) == 0 || &l.Stack[0] == &stack[0])
+	if !same || !l.stackClean {
+		clear(stack)
+	}
+	if !same {
+		l.Stack = stack
+	}
+	if l.prog != p {
+		l.prog = p
+	}
+	if l.mem != mem {
+		l.mem = mem
+	}
+	if l.trap != trap {
+		l.trap = trap
+	}
+	l.Regs = [11]uint64{}
+	l.PC, l.Dims, l.SleepNS, l.Executed, l.stackClean = 0, d, 0, 0, true
 	l.Regs[abi.SHADER_REG_ARGS] = args
 	l.Regs[abi.SHADER_REG_GLOBAL_X] = d.Global[0]
 	l.Regs[abi.SHADER_REG_GLOBAL_Y] = d.Global[1]
@@ -658,6 +680,7 @@ func (l *Lane) store(addr uint64, size int, v uint64, pc int) error {
 	}
 	if inStack {
 		putLE(l.Stack[off:], size, v)
+		l.stackClean = false
 		return nil
 	}
 	if err := l.mem.Store(addr, size, v); err != nil {
@@ -696,6 +719,7 @@ func (l *Lane) atomic(in *insn, pc int) error {
 	if inStack {
 		old = getLE(l.Stack[off:], size)
 		putLE(l.Stack[off:], size, kind.Apply(old, v, cmp))
+		l.stackClean = false
 	} else if old, err = l.mem.Atomic(kind, addr, size, v, cmp); err != nil {
 		return &Error{Reason: abi.SHADER_ERR_MEMORY_FAULT, PC: pc, Addr: addr, Err: err}
 	}

@@ -56,3 +56,21 @@ func (m *flatMem) u64(addr uint64) uint64 { return binary.LittleEndian.Uint64(m.
 type traps struct{ codes []uint32 }
 
 func (t *traps) Trap(l *Lane, pc int, code uint32) { t.codes = append(t.codes, code) }
+
+func (m *flatMem) LoadRange(addr uint64, p []byte) error {
+	b, err := m.at(addr, len(p))
+	if err != nil {
+		return err
+	}
+	copy(p, b)
+	return nil
+}
+
+func (m *flatMem) StoreRange(addr uint64, p []byte) error {
+	b, err := m.at(addr, len(p))
+	if err != nil {
+		return err
+	}
+	copy(b, p)
+	return nil
+}

@@ -44,6 +44,8 @@ func runBench(args []string) error {
 	for _, size := range sizes {
 		scenarios = append(scenarios, one(bench.Copy(size).Run))
 	}
+	scenarios = append(scenarios, one(bench.ShaderALU().Run), one(bench.ShaderVectorAdd().Run),
+		one(bench.ShaderScaling().Run))
 	// The MES figures last: the oversubscription one fails the run if any queue completed
 	// nothing in a window, and the others should be measured first.
 	scenarios = append(scenarios,

@@ -278,11 +278,16 @@ static const struct pci_device_id vgpu_ids[] = {
 };
 MODULE_DEVICE_TABLE(pci, vgpu_ids);
 
+/*
+ * No unbind through sysfs: remove stops the engines and unmaps the registers, which files still
+ * open would use as they close. rmmod cannot happen with files open (they hold the module).
+ */
 static struct pci_driver vgpu_pci_driver = {
 	.name = KBUILD_MODNAME,
 	.id_table = vgpu_ids,
 	.probe = vgpu_probe,
 	.remove = vgpu_remove,
+	.driver.suppress_bind_attrs = true,
 };
 module_pci_driver(vgpu_pci_driver);
 

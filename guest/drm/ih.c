@@ -127,6 +127,8 @@ static u32 vgpu_ih_overflow(struct vgpu_dev *vdev)
 	ih->overflows++;
 	dev_warn_ratelimited(vdev->drm.dev, "IH ring overflow: IVs were lost\n");
 	ih->rptr = ((wptr & VGPU_REG_IH_RB_WPTR__OFFSET_MASK) + VGPU_IH_ENTRY_BYTES) & ih->mask;
+	vgpu_wr(vdev, VGPU_REG_IH_RB_RPTR, ih->rptr);
+	ih->rptr_told = ih->rptr;
 	vgpu_wr(vdev, VGPU_REG_IH_RB_CNTL, ih->cntl | VGPU_REG_IH_RB_CNTL__WPTR_OVERFLOW_CLEAR_MASK);
 	vgpu_wr(vdev, VGPU_REG_IH_RB_CNTL, ih->cntl);
 	return wptr;
@@ -156,7 +158,10 @@ void vgpu_ih_process(struct vgpu_dev *vdev)
 			vgpu_ih_decode(vdev, (const __le32 *)ih->ring->cpu + ih->rptr / 4);
 			ih->rptr = (ih->rptr + VGPU_IH_ENTRY_BYTES) & ih->mask;
 		}
-		vgpu_wr(vdev, VGPU_REG_IH_RB_RPTR, ih->rptr);
+		if (((ih->rptr - ih->rptr_told) & ih->mask) >= VGPU_IH_RPTR_SLACK) {
+			vgpu_wr(vdev, VGPU_REG_IH_RB_RPTR, ih->rptr);
+			ih->rptr_told = ih->rptr;
+		}
 	}
 out:
 	spin_unlock(&ih->lock);
@@ -184,6 +189,7 @@ static void vgpu_ih_hw_init(struct vgpu_dev *vdev)
 	spin_lock_irq(&ih->lock);
 	w = vgpu_rd(vdev, VGPU_REG_IH_RB_WPTR) & VGPU_REG_IH_RB_WPTR__OFFSET_MASK & ih->mask;
 	ih->rptr = w;
+	ih->rptr_told = w;
 	vgpu_kbo_wr(ih->wb, 0, w);
 	vgpu_wr(vdev, VGPU_REG_IH_RB_RPTR, w);
 	ih->enabled = true;

@@ -19,6 +19,13 @@
 #include <linux/types.h>
 
 #define VGPU_IH_BYTES		SZ_256K	/* 8192 IVs: the device's largest ring, as amdgpu */
+/*
+ * IH_RB_RPTR is written once this much was consumed since the last write, not at every
+ * interrupt: each write is a trapped register access (a message to the device), and the device
+ * raises the vector for every new IV whatever rptr says. It only needs rptr for room, and a
+ * 1/32 ring of slack costs nothing until the ring is 31/32 full.
+ */
+#define VGPU_IH_RPTR_SLACK	(VGPU_IH_BYTES / 32)
 
 struct vgpu_dev;
 struct vgpu_kbo;
@@ -39,6 +46,7 @@ struct vgpu_ih {
 	struct vgpu_kbo *wb;	/* the written-back wptr */
 	u32 mask;
 	u32 rptr;		/* bytes */
+	u32 rptr_told;		/* the last rptr written to IH_RB_RPTR */
 	u32 cntl;
 	/* Counters for debugfs. */
 	u64 ivs;

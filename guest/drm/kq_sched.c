@@ -61,10 +61,16 @@ static enum drm_gpu_sched_stat vgpu_kq_timedout_job(struct drm_sched_job *sched_
 	struct vgpu_dev *vdev = job->vdev;
 	struct drm_gpu_scheduler *sched = &vdev->kq.sched;
 
+	u32 st = vgpu_hqd_rd(vdev, vdev->kq.slot, VGPU_REG_HQD_STATUS);
+
 	vdev->kq.timeouts++;
-	drm_err_ratelimited(&vdev->drm, "kernel queue: job %llu timed out (HQD_STATUS %#x): resetting the queue\n",
-			    sched_job->s_fence->finished.seqno,
-			    vgpu_hqd_rd(vdev, vdev->kq.slot, VGPU_REG_HQD_STATUS));
+	if (FIELD_GET(VGPU_REG_HQD_STATUS__STATE_MASK, st) == VGPU_HQD_STATE_HALTED)
+		drm_err_ratelimited(&vdev->drm, "kernel queue: job %llu halted the queue (CP error %u): resetting it\n",
+				    sched_job->s_fence->finished.seqno,
+				    (u32)FIELD_GET(VGPU_REG_HQD_STATUS__ERROR_MASK, st));
+	else
+		drm_err_ratelimited(&vdev->drm, "kernel queue: job %llu timed out (HQD_STATUS %#x): resetting the queue\n",
+				    sched_job->s_fence->finished.seqno, st);
 	drm_sched_stop(sched, sched_job);
 	job->guilty = true;
 	if (vgpu_kq_hw_reset(vdev))
