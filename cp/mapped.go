@@ -527,6 +527,11 @@ func (q *queue) saveLocked() {
 	}
 	e.Progress, e.WaitWritten, e.Fence = q.progress, q.waitWritten, q.fenceValue
 	e.Dispatches = q.savedRuns
+	if len(q.restore) > 0 {
+		// Stopped before it restored its image's dispatches (a stop right after Map): they
+		// are still to run, before anything this activation saved (nothing: they come first).
+		e.Dispatches = append(append([]SavedDispatch(nil), q.restore...), q.savedRuns...)
+	}
 	img.CSABase, img.CSASize = q.csaBase, q.csaSize
 	if q.stop == Halted {
 		img.Error, img.ErrorAddr = q.errCode, q.errAddr

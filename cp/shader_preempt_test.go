@@ -171,6 +171,15 @@ func TestShaderPreemptEndless(t *testing.T) {
 		t.Fatalf("stopped as %v with %d saved dispatches", st, len(img.Exec.Dispatches))
 	}
 	r.CP.Release(1)
+	// Preempted again before it could restore anything: the saved dispatch is kept.
+	for k := range 5 {
+		mustMap(t, r, 3, img)
+		img, st = preemptNow(t, r, 3)
+		r.CP.Release(3)
+		if st != cp.Preempted || len(img.Exec.Dispatches) != 1 {
+			t.Fatalf("immediate preemption %d: %v with %d saved dispatches", k, st, len(img.Exec.Dispatches))
+		}
+	}
 	mustMap(t, r, 2, img)
 	r.CP.Kick(2, w)
 	before := r.Mem.Load64(shOut)
