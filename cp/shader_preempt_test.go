@@ -171,13 +171,15 @@ func TestShaderPreemptEndless(t *testing.T) {
 		t.Fatalf("stopped as %v with %d saved dispatches", st, len(img.Exec.Dispatches))
 	}
 	r.CP.Release(1)
-	// Preempted again before it could restore anything: the saved dispatch is kept.
+	// Preempted again before it could restore anything: the saved dispatch is kept. Mapped
+	// with another VMID (MES gave the process another), it runs in that one.
 	for k := range 5 {
+		img.VMID = 3 + k
 		mustMap(t, r, 3, img)
 		img, st = preemptNow(t, r, 3)
 		r.CP.Release(3)
-		if st != cp.Preempted || len(img.Exec.Dispatches) != 1 {
-			t.Fatalf("immediate preemption %d: %v with %d saved dispatches", k, st, len(img.Exec.Dispatches))
+		if st != cp.Preempted || len(img.Exec.Dispatches) != 1 || img.Exec.Dispatches[0].VMID != 3+k {
+			t.Fatalf("immediate preemption %d: %v with saved dispatches %+v (want one in VMID %d)", k, st, img.Exec.Dispatches, 3+k)
 		}
 	}
 	mustMap(t, r, 2, img)
