@@ -97,6 +97,8 @@ func (m *laneMem) Store(addr uint64, size int, v uint64) error {
 
 // Atomic is done at the L2 (the pool's atomic lock makes the read-modify-write indivisible
 // for every CU); the CU's own line follows, other CUs' lines do not (they are not coherent).
+// It is not indivisible against the CPU or the CP: a store of theirs between the read and the
+// write is lost (docs/shader.md says so). An atomic that changes nothing writes nothing.
 func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint64) (uint64, error) {
 	p := m.c.p
 	if m.run.killed.Load() {
@@ -110,12 +112,18 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	}
 	old := get(b[:], size)
 	nv := op.Apply(old, v, cmp)
+	p.stats.atomics.Add(1)
+	if nv == old {
+		// Nothing to write (a failed CMPXCHG, an ADD of 0 used as an atomic read): writing
+		// the old value back could undo a store another agent made meanwhile — the CPU or a
+		// CP packet, which this lock does not order.
+		return old, nil
+	}
 	put(b[:], size, nv)
 	if err := p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return 0, err
 	}
 	m.c.update(m.acc.VMID, addr, size, nv)
-	p.stats.atomics.Add(1)
 	return old, nil
 }
 

@@ -22,6 +22,7 @@ const (
 	shFence   = 0x230000
 	shMarker  = 0x230100
 	shIndDims = 0x230200
+	shFlag    = 0x230300
 )
 
 func shaderRig(t *testing.T, slot int) (*cptest.Rig, *cptest.Ring, *compute.Pool) {
@@ -93,25 +94,42 @@ func TestShaderDispatchFence(t *testing.T) {
 	}
 }
 
+// gatedStore: each work-item waits until the flag (read with an atomic ADD of 0, at the L2 —
+// a plain load would spin on its L0 line for ever — which writes nothing) is non-zero, then
+// stores its id as storeID does.
+func gatedStore() asm.Instructions {
+	return asm.Instructions{
+		asm.LoadImm(asm.R6, shFlag, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("spin"),
+		asm.FetchAdd.Mem(asm.R6, asm.R0, asm.Word, 0),
+		asm.JEq.Imm(asm.R0, 0, "spin"),
+		asm.LoadImm(asm.R7, shOut, asm.DWord),
+		asm.Mov.Reg(asm.R8, asm.R2),
+		asm.LSh.Imm(asm.R8, 2),
+		asm.Add.Reg(asm.R7, asm.R8),
+		asm.Mov.Reg(asm.R9, asm.R2),
+		asm.Add.Imm(asm.R9, 1),
+		asm.StoreMem(asm.R7, 0, asm.R9, asm.Word),
+		asm.Return(),
+	}
+}
+
 // The CP goes on with the next packets while a dispatch runs; CS_PARTIAL_FLUSH waits for it.
+// The dispatch waits for a flag the test sets once it has seen what it checks, so the order is
+// the device's, not the host's speed.
 func TestShaderDispatchIsAsynchronous(t *testing.T) {
 	r, ring, _ := shaderRig(t, 1)
-	sh := putProgram(t, r, storeID(50_000_000), [3]uint32{4, 1, 1}) // ~150 M instructions per work-item
+	sh := putProgram(t, r, gatedStore(), [3]uint32{4, 1, 1})
 	ring.Submit(sh.Encode(), pm4.DispatchDirect(2, 1, 1), pm4.WriteMem(shMarker, 7),
 		pm4.CSPartialFlush(), pm4.WriteMem(shMarker+4, 9))
 	cptest.Eventually(t, "the packet after the dispatch", func() bool { return r.Mem.Load32(shMarker) == 7 })
-	if r.Mem.Load32(shOut) != 0 {
-		t.Fatal("the shader had finished before the next packet ran: the test shows nothing")
-	}
-	if r.Mem.Load32(shMarker+4) == 9 {
-		t.Fatal("the packet after CS_PARTIAL_FLUSH ran before the dispatch completed")
-	}
 	cptest.Eventually(t, "BUSY_KERNEL while CS_PARTIAL_FLUSH waits for the dispatch", func() bool {
-		return r.CP.Stats().Queues[1].State == abi.HQD_STATE_BUSY_KERNEL || r.Mem.Load32(shMarker+4) == 9
+		return r.CP.Stats().Queues[1].State == abi.HQD_STATE_BUSY_KERNEL
 	})
-	if r.Mem.Load32(shMarker+4) == 9 {
-		t.Fatal("the flush completed before the queue was seen waiting (the shader is too short for the test)")
+	if r.Mem.Load32(shOut) != 0 || r.Mem.Load32(shMarker+4) == 9 {
+		t.Fatal("the dispatch ended, or the packet after CS_PARTIAL_FLUSH ran, before the flag was set")
 	}
+	r.Mem.Store32(shFlag, 1)
 	cptest.Eventually(t, "the flush", func() bool { return r.Mem.Load32(shMarker+4) == 9 })
 	wantOut(t, r, 8)
 }
