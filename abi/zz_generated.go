@@ -1702,6 +1702,8 @@ const (
 	MES_ERR_BAD_WPTR = 0x13
 	// MES_ERR_NOT_SUSPENDED RESUME of a gang that is not suspended.
 	MES_ERR_NOT_SUSPENDED = 0x14
+	// MES_ERR_BUSY REMOVE_QUEUE of a queue whose last unmap saved more shader dispatches than its gang-context record can carry to a later ADD_QUEUE (one): wait for them, or RESET the queue.
+	MES_ERR_BUSY = 0x15
 	// MES_EVT_DW_KIND KIND [7:0], REASON [15:8] (MES_UNMAP_* or MES_ERR_*), SLOT [23:16] (0xFF none), PRIORITY [26:24].
 	MES_EVT_DW_KIND = 0x0
 	// MES_EVT_DW_DOORBELL The queue's doorbell offset (frames: the opcode).
@@ -1828,7 +1830,7 @@ const (
 	// MES_GFX_MQD_DW_FENCE_ADDRESS_LO The protected fence, in the process's VMID.
 	MES_GFX_MQD_DW_FENCE_ADDRESS_LO = 0x1fe
 	MES_GFX_MQD_DW_FENCE_ADDRESS_HI = 0x1ff
-	// MES_CTX_DW_MAGIC MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE).
+	// MES_CTX_DW_MAGIC MES_CTX_MAGIC while the rest is valid (0 after a reset, or a REMOVE of a queue with nothing in flight).
 	MES_CTX_DW_MAGIC = 0x0
 	// MES_CTX_MAGIC "CSEM".
 	MES_CTX_MAGIC = 0x4d455343
@@ -1857,13 +1859,20 @@ const (
 	// MES_CTX_DW_PROTECTED_FENCE_LO The last value PROTECTED_FENCE_SIGNAL wrote.
 	MES_CTX_DW_PROTECTED_FENCE_LO = 0x20
 	MES_CTX_DW_PROTECTED_FENCE_HI = 0x21
+	// MES_CTX_DW_MQD_LO The MQD of the queue whose state this is.
+	MES_CTX_DW_MQD_LO = 0x22
+	MES_CTX_DW_MQD_HI = 0x23
+	// MES_CTX_DW_REMOVED MES_CTX_REMOVED: the queue was removed with work in flight (an IB, a DMA_DATA, a WAIT_REG_MEM, shader dispatches); an ADD_QUEUE of the same MQD into this gang continues it from this record and takes the record (as amdgpu's eviction REMOVEs and ADDs queues).
+	MES_CTX_DW_REMOVED = 0x24
+	// MES_CTX_REMOVED "VMER".
+	MES_CTX_REMOVED = 0x52454d56
 	// MES_CTX_DW_STATUS Per-queue status, written at every map and unmap: MES_QUERY_STATUS layout.
 	MES_CTX_DW_STATUS   = 0x28
 	MES_CTX_DW_MAPS     = 0x29
 	MES_CTX_DW_PREEMPTS = 0x2a
 	MES_CTX_DW_RPTR_LO  = 0x2b
 	MES_CTX_DW_RPTR_HI  = 0x2c
-	// MES_CTX_DW_DISPATCHES Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from), so the record is for the driver to read, never read back.
+	// MES_CTX_DW_DISPATCHES Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from); the record is read back only by an ADD_QUEUE continuing a removed queue (MES_CTX_DW_REMOVED), which therefore continues at most one saved dispatch: a REMOVE_QUEUE of a queue with more fails with MES_ERR_BUSY.
 	MES_CTX_DW_DISPATCHES = 0x2d
 	// MES_CTX_DW_DISPATCH_PGM_LO The oldest saved dispatch: COMPUTE_PGM (a byte address).
 	MES_CTX_DW_DISPATCH_PGM_LO = 0x2e

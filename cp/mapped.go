@@ -38,9 +38,12 @@ type ExecState struct {
 // work-items' state in the context save area (compute.Saved, abi.SHADER_CSA_*). It is kept
 // by the scheduler (host memory); only the CSA part is guest memory, checked on restore.
 type SavedDispatch struct {
-	Program   uint64   // COMPUTE_PGM (a GPU address in VMID)
-	Slots     uint32   // its instruction slots (COMPUTE_PGM_RSRC1)
-	CodeHash  [32]byte // SHA-256 of the program's bytes: a changed program is refused
+	Program  uint64   // COMPUTE_PGM (a GPU address in VMID)
+	Slots    uint32   // its instruction slots (COMPUTE_PGM_RSRC1)
+	CodeHash [32]byte // SHA-256 of the program's bytes: a changed program is refused
+	// NoHash: the state was continued from a removed queue's record, which carries no hash
+	// (mes/continued.go): the program is taken as it is now.
+	NoHash    bool
 	Groups    [3]uint32
 	GroupSize [3]uint32
 	Start     [3]uint32

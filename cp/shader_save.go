@@ -132,7 +132,7 @@ func (q *queue) restoreShaders() error {
 		if err != nil {
 			return err
 		}
-		if sha256.Sum256(code) != d.CodeHash {
+		if !d.NoHash && sha256.Sum256(code) != d.CodeHash {
 			return csaError(abi.SHADER_CSA_ERR_PROGRAM_CHANGED, d.Program, "the program changed while the queue was unmapped")
 		}
 		prog, err := q.decodeProgram(d.Program, d.VMID, code)

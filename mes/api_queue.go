@@ -74,6 +74,9 @@ func (a *activation) addQueue(f *frame, now time.Time) *frameErr {
 	if err := a.loadMQD(q); err != nil {
 		return err
 	}
+	if err := a.continueRemoved(q, aq.gangCtx, g); err != nil {
+		return err
+	}
 	// The gang context is MES's page: clear this queue's record (a stale state must never be
 	// taken for this queue's).
 	if err := a.write(q.ctx, make([]byte, abi.MES_CTX_BYTES)); err != nil {
@@ -154,6 +157,10 @@ func (a *activation) removeQueue(f *frame, pos uint64, now time.Time) *frameErr 
 			q.removing = false
 			return fail(abi.MES_ERR_PREEMPT_TIMEOUT, "queue %#x did not leave slot %d within its grace", db, q.slot)
 		}
+		if n := len(q.img.Exec.Dispatches); n > 1 {
+			q.removing = false
+			return fail(abi.MES_ERR_BUSY, "queue %#x has %d saved shader dispatches; a removed queue keeps one", db, n)
+		}
 		a.dropQueue(q)
 		return nil
 	})
@@ -177,9 +184,13 @@ func freeCtxIndex(g *gang) int {
 	}
 }
 
-// dropQueue forgets an unmapped queue (REMOVE_QUEUE).
+// dropQueue forgets an unmapped queue (REMOVE_QUEUE). A queue with work in flight leaves its
+// record marked removed, for an ADD_QUEUE of the same MQD to continue it (continued.go); one
+// with nothing in flight clears it.
 func (a *activation) dropQueue(q *queue) {
-	if err := a.write(q.ctx, make([]byte, 4)); err != nil { // MES_CTX_DW_MAGIC = 0: nothing to continue
+	if inFlight(&q.img.Exec) {
+		a.markRemoved(q)
+	} else if err := a.write(q.ctx, make([]byte, 4)); err != nil { // MES_CTX_DW_MAGIC = 0: nothing to continue
 		a.saveFailed(q, err)
 	}
 	q.status.Store(0)

@@ -155,3 +155,42 @@ func TestEndlessKernelStillHung(t *testing.T) {
 		return bad.status()&abi.REG_MES_QUERY_STATUS__HUNG_MASK != 0
 	})
 }
+
+// A queue removed while its shader runs (amdgpu's eviction) and added again with the same MQD
+// continues the saved dispatch: every work-item ends with its exact count, and the packet
+// after the dispatch runs once it completes.
+func TestRemovedQueueContinues(t *testing.T) {
+	r := shaderRig(t)
+	r.hwResources(0x1, 0, 0xFFFE)
+	const loops, groups = 200000, 2
+	q := r.queueAt(0, 0)
+	q.withCSA(shCSA, shCSASize)
+	q.add(abi.MES_PRIORITY_NORMAL, 10000)
+	sh := counter(t, r, shProg, shOut, loops)
+	q.submit(sh.Encode()...)
+	q.submit(pm4.DispatchDirect(groups, 1, 1)...)
+	q.submit(pm4.CSPartialFlush()...)
+	q.job(0)
+	r.waitFor("the shader running", 10*time.Second, func() bool { return r.mem.Load64(shOut) > 100 })
+	q.remove()
+	if r.mem.Load32(shCSA) != abi.SHADER_CSA_MAGIC {
+		t.Fatal("nothing was saved to the context save area")
+	}
+	mid := r.mem.Load64(shOut)
+	if mid == 0 || mid >= loops {
+		t.Fatalf("out[0] = %d at the removal: the shader was not in flight", mid)
+	}
+	if r.mem.Load32(q.gang+4*abi.MES_CTX_DW_REMOVED) != abi.MES_CTX_REMOVED {
+		t.Fatal("the removed queue's record is not marked")
+	}
+	q.add(abi.MES_PRIORITY_NORMAL, 10000) // as amdgpu restores an evicted process
+	r.waitFor("the job after the dispatch", 20*time.Second, func() bool { return q.done(0) })
+	for k := range uint64(groups * 4) {
+		if got := r.mem.Load64(shOut + 8*k); got != loops {
+			t.Fatalf("out[%d] = %d, want %d: work lost or repeated across the removal", k, got, loops)
+		}
+	}
+	if r.mem.Load32(q.gang+4*abi.MES_CTX_DW_REMOVED) == abi.MES_CTX_REMOVED {
+		t.Error("the record is still marked removed after the ADD took it")
+	}
+}

@@ -38,6 +38,7 @@ const char *vgpu_mes_err_name(u32 reason)
 		[VGPU_MES_ERR_RING_CONFIG] = "RING_CONFIG",
 		[VGPU_MES_ERR_BAD_WPTR] = "BAD_WPTR",
 		[VGPU_MES_ERR_NOT_SUSPENDED] = "NOT_SUSPENDED",
+		[VGPU_MES_ERR_BUSY] = "BUSY",
 	};
 
 	return reason < ARRAY_SIZE(names) && names[reason] ? names[reason] : "unknown";

@@ -1701,6 +1701,8 @@
 #define VGPU_MES_ERR_BAD_WPTR 0x13ULL
 /* RESUME of a gang that is not suspended. */
 #define VGPU_MES_ERR_NOT_SUSPENDED 0x14ULL
+/* REMOVE_QUEUE of a queue whose last unmap saved more shader dispatches than its gang-context record can carry to a later ADD_QUEUE (one): wait for them, or RESET the queue. */
+#define VGPU_MES_ERR_BUSY 0x15ULL
 /* KIND [7:0], REASON [15:8] (MES_UNMAP_* or MES_ERR_*), SLOT [23:16] (0xFF none), PRIORITY [26:24]. */
 #define VGPU_MES_EVT_DW_KIND 0x0ULL
 /* The queue's doorbell offset (frames: the opcode). */
@@ -1827,7 +1829,7 @@
 /* The protected fence, in the process's VMID. */
 #define VGPU_MES_GFX_MQD_DW_FENCE_ADDRESS_LO 0x1feULL
 #define VGPU_MES_GFX_MQD_DW_FENCE_ADDRESS_HI 0x1ffULL
-/* MES_CTX_MAGIC while the rest is valid (0 after reset or REMOVE). */
+/* MES_CTX_MAGIC while the rest is valid (0 after a reset, or a REMOVE of a queue with nothing in flight). */
 #define VGPU_MES_CTX_DW_MAGIC 0x0ULL
 /* "CSEM". */
 #define VGPU_MES_CTX_MAGIC 0x4d455343ULL
@@ -1856,13 +1858,20 @@
 /* The last value PROTECTED_FENCE_SIGNAL wrote. */
 #define VGPU_MES_CTX_DW_PROTECTED_FENCE_LO 0x20ULL
 #define VGPU_MES_CTX_DW_PROTECTED_FENCE_HI 0x21ULL
+/* The MQD of the queue whose state this is. */
+#define VGPU_MES_CTX_DW_MQD_LO 0x22ULL
+#define VGPU_MES_CTX_DW_MQD_HI 0x23ULL
+/* MES_CTX_REMOVED: the queue was removed with work in flight (an IB, a DMA_DATA, a WAIT_REG_MEM, shader dispatches); an ADD_QUEUE of the same MQD into this gang continues it from this record and takes the record (as amdgpu's eviction REMOVEs and ADDs queues). */
+#define VGPU_MES_CTX_DW_REMOVED 0x24ULL
+/* "VMER". */
+#define VGPU_MES_CTX_REMOVED 0x52454d56ULL
 /* Per-queue status, written at every map and unmap: MES_QUERY_STATUS layout. */
 #define VGPU_MES_CTX_DW_STATUS 0x28ULL
 #define VGPU_MES_CTX_DW_MAPS 0x29ULL
 #define VGPU_MES_CTX_DW_PREEMPTS 0x2aULL
 #define VGPU_MES_CTX_DW_RPTR_LO 0x2bULL
 #define VGPU_MES_CTX_DW_RPTR_HI 0x2cULL
-/* Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from), so the record is for the driver to read, never read back. */
+/* Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from); the record is read back only by an ADD_QUEUE continuing a removed queue (MES_CTX_DW_REMOVED), which therefore continues at most one saved dispatch: a REMOVE_QUEUE of a queue with more fails with MES_ERR_BUSY. */
 #define VGPU_MES_CTX_DW_DISPATCHES 0x2dULL
 /* The oldest saved dispatch: COMPUTE_PGM (a byte address). */
 #define VGPU_MES_CTX_DW_DISPATCH_PGM_LO 0x2eULL
