@@ -158,6 +158,9 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	struct vgpu_dev *vdev = vgpu_node_dev(m);
 	struct vgpu_mes *mes = &vdev->mes;
 	u32 st = vgpu_rd(vdev, VGPU_REG_MES_STATUS);
+	struct vgpu_ih_shader_error se;
+	unsigned long flags;
+	u32 nshader;
 
 	seq_printf(m, "running: %u\nstate: %u\nhw_resources: %u\nerror: %s\n", mes->running,
 		   (u32)FIELD_GET(VGPU_REG_MES_STATUS__STATE_MASK, st),
@@ -177,6 +180,15 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	seq_printf(m, "irqs: mes errors %u hung %u, user eop %u, vm faults %u, cp errors %u\n",
 		   vdev->ih.mes_errors, vdev->ih.mes_hung, vdev->userq.eop_irqs,
 		   vdev->ih.vm_faults, vdev->ih.cp_errors);
+	spin_lock_irqsave(&vdev->ih.lock, flags);
+	nshader = vdev->ih.shader_errors;
+	se = vdev->ih.last_shader;
+	spin_unlock_irqrestore(&vdev->ih.lock, flags);
+	seq_printf(m, "shader errors: %u", nshader);
+	if (nshader)
+		seq_printf(m, " last: %s pc %u addr %#llx pasid %u vmid %u",
+			   vgpu_shader_err_name(se.reason), se.pc, se.addr, se.pasid, se.vmid);
+	seq_puts(m, "\n");
 	seq_printf(m, "kernel queue: slot %u jobs %llu timeouts %u resets %u errors %u\n",
 		   vdev->kq.slot, vdev->kq.jobs, vdev->kq.timeouts, vdev->kq.resets,
 		   vdev->kq.errors);
