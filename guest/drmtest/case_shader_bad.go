@@ -70,7 +70,8 @@ func shaderBad(t *T) {
 		}
 		after, err := lastShaderError()
 		t.Check(err, "%s: read vgpu_mes", b.name)
-		want := shaderError{count: before.count + 1, reason: shaderErrName(b.reason), pc: b.pc, pasid: pasid}
+		want := shaderError{count: before.count + 1, reason: shaderErrName(b.reason), pc: b.pc,
+			addr: b.faultAddr(args.VA, prog), pasid: pasid}
 		if after != want {
 			t.Errorf("%s: the driver names %+v, want %+v", b.name, after, want)
 		}
@@ -88,7 +89,8 @@ func shaderBad(t *T) {
 		if got := healthy.Scratch(1); got != uint64(i+1) {
 			t.Errorf("after %s: the healthy queue's shader left %d, want %d", b.name, got, i+1)
 		}
-		t.Logf("%s: %s at slot %d, HUNG | RESET after %v", b.name, after.reason, after.pc, waited.Round(time.Millisecond))
+		t.Logf("%s: %s at slot %d address %#x, HUNG | RESET after %v", b.name, after.reason, after.pc, after.addr,
+			waited.Round(time.Millisecond))
 	}
 	if st, err := d.QueryStatus(healthy.ID); err != nil || st != 0 {
 		t.Errorf("the healthy queue's QUERY_STATUS: %#x, %v; want 0", st, err)
@@ -113,6 +115,7 @@ type shaderError struct {
 	count  uint64
 	reason string
 	pc     uint32
+	addr   uint64
 	pasid  uint64
 }
 
@@ -145,6 +148,9 @@ func lastShaderError() (shaderError, error) {
 			return e, fmt.Errorf("vgpu_mes line %q: pc: %v", l, err)
 		}
 		e.pc = uint32(pc)
+		if e.addr, err = strconv.ParseUint(f[6], 0, 64); err != nil {
+			return e, fmt.Errorf("vgpu_mes line %q: addr: %v", l, err)
+		}
 		if e.pasid, err = strconv.ParseUint(f[8], 10, 32); err != nil {
 			return e, fmt.Errorf("vgpu_mes line %q: pasid: %v", l, err)
 		}

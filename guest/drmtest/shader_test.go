@@ -175,8 +175,10 @@ func TestBadShaders(t *testing.T) {
 				if iv.Source != abi.IH_SRC_SHADER_ERROR {
 					continue
 				}
-				if n++; iv.Data[0] != b.reason || iv.Data[1] != b.pc {
-					t.Errorf("IV reason %s pc %d, want %s pc %d", shaderErrName(iv.Data[0]), iv.Data[1], shaderErrName(b.reason), b.pc)
+				addr := uint64(iv.Data[3])<<32 | uint64(iv.Data[2])
+				if n++; iv.Data[0] != b.reason || iv.Data[1] != b.pc || addr != b.faultAddr(hostArgs, prog) {
+					t.Errorf("IV reason %s pc %d address %#x, want %s pc %d address %#x", shaderErrName(iv.Data[0]), iv.Data[1], addr,
+						shaderErrName(b.reason), b.pc, b.faultAddr(hostArgs, prog))
 				}
 			}
 			if n != 1 {
