@@ -276,6 +276,7 @@ var memoryGroups = []ConstGroup{
 		c("IB_LIMIT", 8, "Too many INDIRECT_BUFFER expansions for one submission (a loop)."),
 		c("RING_CONFIG", 9, "The ring base/size is invalid."),
 		c("SHADER", 10, "A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction."),
+		c("CONTEXT_SAVE", 11, "A MES preemption could not save a queue's shader dispatches to its context save area, or a map could not restore them (docs/shader.md): ERROR_INFO a SHADER_CSA_ERR_* reason, ERROR_ADDR the CSA (or program) address concerned."),
 	)},
 	{Prefix: "L2_", Doc: "L2 model.", Consts: consts(
 		c("LINE_BYTES", 128, ""),

@@ -64,4 +64,12 @@ var shaderGroups = []ConstGroup{
 		c("GROUP_BYTES", 8, "Per saved workgroup, before its items: the index."),
 		c("ITEM_BYTES", 104, "Per work-item, before its stack."),
 	)},
+	{Prefix: "SHADER_CSA_ERR_", Doc: "CP_ERROR_CONTEXT_SAVE's ERROR_INFO: why a queue's dispatches could not be saved or restored.", Consts: consts(
+		c("TOO_SMALL", 1, "The MQD's CP_HQD_CTX_SAVE_SIZE is smaller than the dispatches in flight need (ERROR_ADDR: the CSA base)."),
+		c("FAULT", 2, "A write or read of the context save area failed (ERROR_ADDR: the address)."),
+		c("CORRUPT", 3, "The saved state read back does not decode or does not fit its dispatch (ERROR_ADDR: its address in the CSA)."),
+		c("PROGRAM_CHANGED", 4, "The program of a preempted dispatch changed while the queue was unmapped (ERROR_ADDR: COMPUTE_PGM)."),
+		c("TIMEOUT", 5, "The compute units did not stop the dispatch within the preemption bound."),
+		c("TOO_MANY", 6, "More dispatches in flight than a context save may hold (cp.MaxSavedDispatches)."),
+	)},
 }

@@ -1339,8 +1339,10 @@ const (
 	CP_ERROR_RING_CONFIG = 0x9
 	// CP_ERROR_SHADER A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction.
 	CP_ERROR_SHADER = 0xa
-	L2_LINE_BYTES   = 0x80
-	L2_EVENT_NONE   = 0x0
+	// CP_ERROR_CONTEXT_SAVE A MES preemption could not save a queue's shader dispatches to its context save area, or a map could not restore them (docs/shader.md): ERROR_INFO a SHADER_CSA_ERR_* reason, ERROR_ADDR the CSA (or program) address concerned.
+	CP_ERROR_CONTEXT_SAVE = 0xb
+	L2_LINE_BYTES         = 0x80
+	L2_EVENT_NONE         = 0x0
 	// L2_EVENT_STALE_READ An engine read a cached line older than memory.
 	L2_EVENT_STALE_READ = 0x1
 	// L2_EVENT_DIRTY_FENCE A fence was written while the queue's data was still only in L2.
@@ -1794,14 +1796,16 @@ const (
 	// MES_MQD_DW_CP_HQD_IB_RPTR Saved: the next IB1 dword.
 	MES_MQD_DW_CP_HQD_IB_RPTR = 0x94
 	// MES_MQD_DW_CP_HQD_IB_CONTROL Saved: IB_SIZE [19:0], PROCESSING_IB [31].
-	MES_MQD_DW_CP_HQD_IB_CONTROL            = 0x95
-	MES_MQD_DW_CP_HQD_DEQUEUE_REQUEST       = 0x98
-	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO      = 0xa5
-	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI      = 0xa6
-	MES_MQD_DW_CP_HQD_EOP_CONTROL           = 0xa7
+	MES_MQD_DW_CP_HQD_IB_CONTROL       = 0x95
+	MES_MQD_DW_CP_HQD_DEQUEUE_REQUEST  = 0x98
+	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO = 0xa5
+	MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI = 0xa6
+	MES_MQD_DW_CP_HQD_EOP_CONTROL      = 0xa7
+	// MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO The queue's context save area, a GPU address in the process's VMID: an unmap writes the state of the shader dispatches in flight there (SHADER_CSA_*, one after the other, oldest first), a map reads it back (docs/shader.md).
 	MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO = 0xab
 	MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI = 0xac
-	MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE         = 0xb1
+	// MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE Its size in bytes (0: none; an unmap with a dispatch in flight then halts the queue with CP_ERROR_CONTEXT_SAVE, SHADER_CSA_ERR_TOO_SMALL).
+	MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE = 0xb1
 	// MES_MQD_DW_CP_HQD_ERROR Saved: the CP_ERROR_* of a queue that halted.
 	MES_MQD_DW_CP_HQD_ERROR = 0xb3
 	// MES_MQD_DW_CP_HQD_PQ_WPTR_LO Saved: wptr (monotonic dwords).
@@ -1859,6 +1863,30 @@ const (
 	MES_CTX_DW_PREEMPTS = 0x2a
 	MES_CTX_DW_RPTR_LO  = 0x2b
 	MES_CTX_DW_RPTR_HI  = 0x2c
+	// MES_CTX_DW_DISPATCHES Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from), so the record is for the driver to read, never read back.
+	MES_CTX_DW_DISPATCHES = 0x2d
+	// MES_CTX_DW_DISPATCH_PGM_LO The oldest saved dispatch: COMPUTE_PGM (a byte address).
+	MES_CTX_DW_DISPATCH_PGM_LO = 0x2e
+	MES_CTX_DW_DISPATCH_PGM_HI = 0x2f
+	// MES_CTX_DW_DISPATCH_SLOTS Its program's instruction slots.
+	MES_CTX_DW_DISPATCH_SLOTS = 0x30
+	// MES_CTX_DW_DISPATCH_GROUPS 3 dwords: its grid (workgroups in X, Y, Z).
+	MES_CTX_DW_DISPATCH_GROUPS = 0x31
+	// MES_CTX_DW_DISPATCH_GROUP_SIZE 3 dwords: COMPUTE_NUM_THREAD_X/Y/Z.
+	MES_CTX_DW_DISPATCH_GROUP_SIZE = 0x34
+	// MES_CTX_DW_DISPATCH_START 3 dwords: COMPUTE_START_X/Y/Z.
+	MES_CTX_DW_DISPATCH_START = 0x37
+	// MES_CTX_DW_DISPATCH_STACK COMPUTE_TMPRING_SIZE (stack bytes per work-item; 0: SHADER_STACK_DEFAULT).
+	MES_CTX_DW_DISPATCH_STACK = 0x3a
+	// MES_CTX_DW_DISPATCH_ARGS_LO Its argument pointer (COMPUTE_USER_DATA_0/1).
+	MES_CTX_DW_DISPATCH_ARGS_LO = 0x3b
+	MES_CTX_DW_DISPATCH_ARGS_HI = 0x3c
+	// MES_CTX_DW_DISPATCH_VMID The VMID it ran in.
+	MES_CTX_DW_DISPATCH_VMID = 0x3d
+	// MES_CTX_DW_DISPATCH_CSA_OFFSET Where its saved state starts in the context save area (bytes).
+	MES_CTX_DW_DISPATCH_CSA_OFFSET = 0x3e
+	// MES_CTX_DW_DISPATCH_CSA_BYTES Its saved state's size (SHADER_CSA_HEADER_BYTES and its workgroups).
+	MES_CTX_DW_DISPATCH_CSA_BYTES = 0x3f
 	// MES_CTX_BYTES One record: queue i of a gang (in ADD_QUEUE order, reusing freed records) has its record at gang_context_addr + i*256; a gang has at most 8 queues, so MES writes only the first 2 KiB of the page.
 	MES_CTX_BYTES              = 0x100
 	PM4_PROTECTED_FENCE_DWORDS = 0x2
@@ -1957,6 +1985,18 @@ const (
 	SHADER_CSA_GROUP_BYTES = 0x8
 	// SHADER_CSA_ITEM_BYTES Per work-item, before its stack.
 	SHADER_CSA_ITEM_BYTES = 0x68
+	// SHADER_CSA_ERR_TOO_SMALL The MQD's CP_HQD_CTX_SAVE_SIZE is smaller than the dispatches in flight need (ERROR_ADDR: the CSA base).
+	SHADER_CSA_ERR_TOO_SMALL = 0x1
+	// SHADER_CSA_ERR_FAULT A write or read of the context save area failed (ERROR_ADDR: the address).
+	SHADER_CSA_ERR_FAULT = 0x2
+	// SHADER_CSA_ERR_CORRUPT The saved state read back does not decode or does not fit its dispatch (ERROR_ADDR: its address in the CSA).
+	SHADER_CSA_ERR_CORRUPT = 0x3
+	// SHADER_CSA_ERR_PROGRAM_CHANGED The program of a preempted dispatch changed while the queue was unmapped (ERROR_ADDR: COMPUTE_PGM).
+	SHADER_CSA_ERR_PROGRAM_CHANGED = 0x4
+	// SHADER_CSA_ERR_TIMEOUT The compute units did not stop the dispatch within the preemption bound.
+	SHADER_CSA_ERR_TIMEOUT = 0x5
+	// SHADER_CSA_ERR_TOO_MANY More dispatches in flight than a context save may hold (cp.MaxSavedDispatches).
+	SHADER_CSA_ERR_TOO_MANY = 0x6
 )
 
 // RegisterNames maps a register's byte offset to its name, for logs and diagnostics.

@@ -54,6 +54,7 @@ type CP struct {
 	staleCallouts, yields, refusedActivation atomic.Uint64
 	retryWaits                               atomic.Uint64
 	shaderDispatches                         atomic.Uint64
+	shaderPreempts, shaderResumes            atomic.Uint64
 }
 
 // New returns a CP with every queue inactive.
@@ -228,6 +229,9 @@ type Stats struct {
 	RetryWaits uint64
 	// ShaderDispatches counts dispatches started on the compute units.
 	ShaderDispatches uint64
+	// ShaderPreempts counts dispatches a preemption saved to a context save area,
+	// ShaderResumes those a Map restored from one.
+	ShaderPreempts, ShaderResumes uint64
 	// EngineResetBusy is CP_ENGINE_RESET_STATUS; EngineResets is CP_ENGINE_RESETS.
 	EngineResetBusy, EngineResets uint32
 	// Draining is how many revoked activations are still inside a turn (a call out that
@@ -270,7 +274,8 @@ func (c *CP) Stats() Stats {
 		Doorbells: c.doorbells.Load(), DoorbellMisses: c.doorbellMisses.Load(),
 		Wakes: c.wakes.Load(), WaitChecks: c.checks.Load(), IBs: c.ibs.Load(),
 		IgnoredWrites: c.ignoredWrites.Load(),
-		StaleCallouts: c.staleCallouts.Load(), RetryWaits: c.retryWaits.Load(), ShaderDispatches: c.shaderDispatches.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
+		StaleCallouts: c.staleCallouts.Load(), RetryWaits: c.retryWaits.Load(), ShaderDispatches: c.shaderDispatches.Load(),
+		ShaderPreempts: c.shaderPreempts.Load(), ShaderResumes: c.shaderResumes.Load(), Yields: c.yields.Load(), TurnWaits: c.turns.waits.Load(),
 		RefusedActivations: c.refusedActivation.Load(),
 	}
 	s.EngineResetBusy, s.EngineResets = c.engineStatus()

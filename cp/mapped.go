@@ -28,6 +28,27 @@ type ExecState struct {
 	// WaitWritten: the interrupted WAIT_REG_MEM OPERATION 1 already wrote its reference.
 	WaitWritten bool
 	Fence       uint64 // last value PROTECTED_FENCE_SIGNAL wrote
+	// Dispatches are the shader dispatches a preemption stopped mid-shader, oldest first
+	// (shader_save.go): a Map restarts them from the context save area before the next
+	// packet. At most MaxSavedDispatches.
+	Dispatches []SavedDispatch
+}
+
+// SavedDispatch is what a Map needs to continue a preempted shader dispatch, besides the
+// work-items' state in the context save area (compute.Saved, abi.SHADER_CSA_*). It is kept
+// by the scheduler (host memory); only the CSA part is guest memory, checked on restore.
+type SavedDispatch struct {
+	Program   uint64   // COMPUTE_PGM (a GPU address in VMID)
+	Slots     uint32   // its instruction slots (COMPUTE_PGM_RSRC1)
+	CodeHash  [32]byte // SHA-256 of the program's bytes: a changed program is refused
+	Groups    [3]uint32
+	GroupSize [3]uint32
+	Start     [3]uint32
+	Stack     uint32 // COMPUTE_TMPRING_SIZE (0: abi.SHADER_STACK_DEFAULT)
+	Args      uint64 // COMPUTE_USER_DATA_0/1
+	VMID      int    // the address space it ran in (a process queue's: the image's VMID on Map)
+	// CSAOffset and CSABytes are where its compute.Saved is, from Image.CSABase.
+	CSAOffset, CSABytes uint64
 }
 
 // Image is a queue as a slot runs it: its ring configuration and execution state.
@@ -49,6 +70,11 @@ type Image struct {
 	// yield to lower ones. Register-activated queues have registerPriority.
 	Priority uint8
 	Exec     ExecState
+	// CSABase and CSASize are the queue's context save area (the MQD's
+	// CP_HQD_CTX_SAVE_BASE_ADDR and CP_HQD_CTX_SAVE_SIZE), a GPU address in VMID: a
+	// preemption writes the state of the dispatches in flight there (0 bytes: a preemption
+	// with a dispatch in flight halts with CP_ERROR_CONTEXT_SAVE).
+	CSABase, CSASize uint64
 	// Filled by Saved for a queue that halted: its CP_ERROR_* and error address (0
 	// otherwise). Map of an image with Error != 0 is refused.
 	Error     uint32
@@ -161,6 +187,9 @@ func (c *CP) checkImage(img *Image) error {
 		}
 		parent = ib.VMID
 	}
+	if err := checkSavedDispatches(img); err != nil {
+		return err
+	}
 	if e.Progress != 0 || e.WaitWritten {
 		// They belong to the packet at the current position: there must be one.
 		if e.Level == 0 && img.Rptr == img.Wptr || e.Level > 0 && e.IB[e.Level-1].Pos == e.IB[e.Level-1].Size {
@@ -230,11 +259,18 @@ func (c *CP) Map(slot int, img Image) error {
 	q.level, q.ibCount, q.userData = e.Level, e.IBCount, e.UserData
 	q.progress, q.waitWritten, q.fenceValue = e.Progress, e.WaitWritten, e.Fence
 	q.resuming = e.Progress != 0 || e.WaitWritten
+	q.csaBase, q.csaSize = img.CSABase, img.CSASize
+	q.restore = append([]SavedDispatch(nil), e.Dispatches...)
+	for i := range q.restore {
+		if img.VMID != 0 {
+			q.restore[i].VMID = img.VMID // a process stream never leaves its address space
+		}
+	}
 	if old := h.q.Load(); old != nil {
 		old.revoke() // a stopped register queue; its goroutine may still be finishing
 	}
 	h.q.Store(q)
-	if e.Progress == 0 && !e.WaitWritten && img.Rptr == img.Wptr {
+	if e.Progress == 0 && !e.WaitWritten && img.Rptr == img.Wptr && len(e.Dispatches) == 0 {
 		// Idle: it starts as if its goroutine had gone to sleep, so neither a switch to it
 		// nor a Preempt of it needs that goroutine to run (and Notify reports no idleness).
 		q.asleep.Store(asleepIdle)
@@ -283,8 +319,9 @@ func (c *CP) mappedQueue(slot int) *queue {
 
 // Preempt asks slot's mapped queue to stop at its next preemption point: a packet boundary
 // at any IB level, a parked WAIT_REG_MEM, a retry-fault wait, between DMA_DATA chunks, while
-// waiting for a turn or idle. A running dispatch finishes first; the endless kernel never
-// does (only Kill stops it). Non-blocking and idempotent; Notify reports the stop.
+// waiting for a turn or idle. Shader dispatches in flight stop between instructions and are
+// saved to the queue's context save area (shader_save.go); the endless built-in kernel never
+// stops (only Kill stops it). Non-blocking and idempotent; Notify reports the stop.
 func (c *CP) Preempt(slot int) {
 	q := c.mappedQueue(slot)
 	if q == nil {
@@ -489,6 +526,8 @@ func (q *queue) saveLocked() {
 		e.IB[i] = IBState{Base: s.base, Size: s.size, Pos: s.pos, VMID: s.vmid}
 	}
 	e.Progress, e.WaitWritten, e.Fence = q.progress, q.waitWritten, q.fenceValue
+	e.Dispatches = q.savedRuns
+	img.CSABase, img.CSASize = q.csaBase, q.csaSize
 	if q.stop == Halted {
 		img.Error, img.ErrorAddr = q.errCode, q.errAddr
 	}

@@ -2,6 +2,7 @@ package cp_test
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,7 +184,7 @@ func TestPreemptResumeElsewhere(t *testing.T) {
 			}
 			want := tc.want(img)
 			want.UserData = img.Exec.UserData
-			if img.Exec != want {
+			if !reflect.DeepEqual(img.Exec, want) {
 				t.Errorf("saved exec state\n%+v, want\n%+v", img.Exec, want)
 			}
 			if ud := img.Exec.UserData; ud[0] != abi.KERNEL_INCREMENT || ud[1] != uint32(counter) {

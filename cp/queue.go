@@ -79,6 +79,7 @@ type queue struct {
 	runs      []inflight  // its shader dispatches not yet seen ended, oldest first
 	pgmBuf    []byte      // program fetch buffer
 	lastProg  lastProgram // the last shader decoded
+	shaderCSA             // mapped queues: the context save area and the dispatches it holds (shader_save.go)
 	count     uint64      // packets executed, not yet added to CP.packets
 	reported  uint64      // last rptr written to PQ_RPTR_REPORT_ADDR
 	stuck     bool        // the packet at rptr extends past stuckWptr: wait for more
@@ -196,6 +197,12 @@ func (q *queue) runActivation() {
 	for {
 		if !q.turn && !q.takeTurn(stopOnDequeue) || q.stopReq.Load() != 0 {
 			return
+		}
+		if len(q.restore) > 0 {
+			if err := q.restoreShaders(); err != nil { // before any packet: they were first
+				q.halt(err, 0, 0)
+				return
+			}
 		}
 		if q.pollEn {
 			if err := q.readAs(q.ringAccess(), q.pollAddr, q.pollBuf[:]); err != nil {

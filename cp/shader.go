@@ -2,6 +2,7 @@ package cp
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 // DISPATCH_INDIRECT start the program on the compute units (Config.Compute) and the queue goes
 // on with its next packets at once. What must follow the dispatches waits for them: a
 // RELEASE_MEM (an end-of-pipe event), EVENT_WRITE CS_PARTIAL_FLUSH, the end of the submitted
-// work (a queue is not idle while its dispatches run), and a drain or preemption (a dispatch
-// finishes first; instruction-level preemption is not wired to the CP yet). A reset kills
-// them. A shader error halts the queue with CP_ERROR_SHADER once the queue sees it.
+// work (a queue is not idle while its dispatches run), and a drain of a register queue (a
+// dispatch finishes first). A MES preemption of a mapped queue stops its dispatches between
+// instructions and saves them to the queue's context save area (shader_save.go); a Map
+// restores them. A reset kills them. A shader error halts the queue with CP_ERROR_SHADER
+// once the queue sees it.
 
 // shRegs are the SH registers of a shader dispatch, per queue (SET_SH_REG).
 type shRegs struct {
@@ -56,6 +59,8 @@ func (q *queue) setSh(off, v uint32) {
 type inflight struct {
 	run *compute.Run
 	pgm uint64 // its program's address (ERROR_ADDR of a shader error)
+	// desc is the dispatch as a preemption saves it (all but the CSA placement).
+	desc SavedDispatch
 }
 
 // setBase is SET_BASE: only BASE_INDEX 1, DISPATCH_INDIRECT's base.
@@ -127,17 +132,23 @@ func (q *queue) dispatchShader(x, y, z uint32) error {
 	if err != nil {
 		return err
 	}
-	run, err := pool.Start(compute.Dispatch{
-		Program: prog, Groups: [3]uint32{x, y, z}, GroupSize: s.threads, Start: s.start,
-		Args: addr64(q.userData[0], q.userData[1]), Stack: int(s.stack), VMID: q.curVMID(), Slot: q.slot,
-		RingID: q.ringID, OnEnd: q.signal,
-	})
+	desc := SavedDispatch{Program: s.pgm, Slots: s.pgmSlots, CodeHash: q.lastProg.hash, Groups: [3]uint32{x, y, z},
+		GroupSize: s.threads, Start: s.start, Stack: s.stack, Args: addr64(q.userData[0], q.userData[1]), VMID: q.curVMID()}
+	run, err := q.startShader(prog, &desc, nil)
 	if err != nil {
 		return badPacket("DISPATCH: " + err.Error())
 	}
-	q.runs = append(q.runs, inflight{run: run, pgm: s.pgm})
+	q.runs = append(q.runs, inflight{run: run, pgm: s.pgm, desc: desc})
 	q.c.shaderDispatches.Add(1)
 	return nil
+}
+
+// startShader starts d's dispatch on the compute units (resumed from saved if not nil).
+func (q *queue) startShader(prog *shader.Program, d *SavedDispatch, saved *compute.Saved) (*compute.Run, error) {
+	return q.c.compute.Start(compute.Dispatch{
+		Program: prog, Groups: d.Groups, GroupSize: d.GroupSize, Start: d.Start, Args: d.Args, Stack: int(d.Stack),
+		VMID: d.VMID, Slot: q.slot, RingID: q.ringID, Resume: saved, OnEnd: q.signal,
+	})
 }
 
 // loadProgram fetches COMPUTE_PGM (an instruction fetch in the packet's address space) and
@@ -151,28 +162,48 @@ func (q *queue) loadProgram() (*shader.Program, error) {
 	if overflows(s.pgm, uint64(n)) {
 		return nil, badPacket("DISPATCH: program past the address space")
 	}
+	return q.fetchProgram(s.pgm, n, q.curVMID())
+}
+
+// fetchProgram reads n bytes of program at pgm in vmid and decodes them (q.lastProg: reused
+// while the bytes are the same).
+func (q *queue) fetchProgram(pgm uint64, n, vmid int) (*shader.Program, error) {
+	buf, err := q.fetchCode(pgm, n, vmid)
+	if err != nil {
+		return nil, err
+	}
+	return q.decodeProgram(pgm, vmid, buf)
+}
+
+// fetchCode reads n bytes of program at pgm in vmid into q.pgmBuf.
+func (q *queue) fetchCode(pgm uint64, n, vmid int) ([]byte, error) {
 	if cap(q.pgmBuf) < n {
 		q.pgmBuf = make([]byte, n)
 	}
 	buf := q.pgmBuf[:n]
-	a := engine.Access{VMID: q.curVMID(), Slot: q.slot, Bypass: true, Kind: engine.Fetch, Client: abi.VM_CID_SQC_INST}
-	if err := q.readAs(a, s.pgm, buf); err != nil {
+	a := engine.Access{VMID: vmid, Slot: q.slot, Bypass: true, Kind: engine.Fetch, Client: abi.VM_CID_SQC_INST}
+	if err := q.readAs(a, pgm, buf); err != nil {
 		var f *fault
 		if errors.As(err, &f) {
-			return nil, q.shaderFault(&shader.Error{Reason: abi.SHADER_ERR_PROGRAM_FETCH, Addr: s.pgm, Err: err}, s.pgm)
+			return nil, q.shaderFault(&shader.Error{Reason: abi.SHADER_ERR_PROGRAM_FETCH, Addr: pgm, Err: err}, pgm)
 		}
 		return nil, err // a stop or a revocation
 	}
-	if c := &q.lastProg; c.prog != nil && c.addr == s.pgm && c.vmid == q.curVMID() && bytes.Equal(c.code, buf) {
+	return buf, nil
+}
+
+// decodeProgram decodes the program bytes buf fetched from pgm in vmid.
+func (q *queue) decodeProgram(pgm uint64, vmid int, buf []byte) (*shader.Program, error) {
+	if c := &q.lastProg; c.prog != nil && c.addr == pgm && c.vmid == vmid && bytes.Equal(c.code, buf) {
 		return c.prog, nil
 	}
 	prog, err := shader.Load(buf)
 	if err != nil {
 		var se *shader.Error
 		errors.As(err, &se)
-		return nil, q.shaderFault(se, s.pgm)
+		return nil, q.shaderFault(se, pgm)
 	}
-	q.lastProg = lastProgram{addr: s.pgm, vmid: q.curVMID(), code: append(q.lastProg.code[:0], buf...), prog: prog}
+	q.lastProg = lastProgram{addr: pgm, vmid: vmid, code: append(q.lastProg.code[:0], buf...), prog: prog, hash: sha256.Sum256(buf)}
 	return prog, nil
 }
 
@@ -182,6 +213,7 @@ type lastProgram struct {
 	vmid int
 	code []byte
 	prog *shader.Program
+	hash [32]byte // SHA-256 of code (SavedDispatch.CodeHash)
 }
 
 // shaderFault is a shader error the CP found itself (a program that does not load or fetch):
@@ -244,10 +276,20 @@ func (q *queue) waitShaders(orWork bool) error {
 		return errHalted
 	}
 	w := q.wptr.Load()
-	q.state.Store(abi.HQD_STATE_BUSY_KERNEL)
-	defer q.state.CompareAndSwap(abi.HQD_STATE_BUSY_KERNEL, abi.HQD_STATE_RUNNING)
+	// A register queue's dispatches must finish before a drain does: BUSY_KERNEL. A mapped
+	// queue's can be preempted (MES's hang detection is for the endless built-in kernel
+	// only): WAITING, as for any wait its preemption interrupts.
+	busy := uint32(abi.HQD_STATE_BUSY_KERNEL)
+	if q.mapped {
+		busy = abi.HQD_STATE_WAITING
+	}
+	q.state.Store(busy)
+	defer q.state.CompareAndSwap(busy, abi.HQD_STATE_RUNNING)
 	q.endTurn()
 	for len(q.runs) > 0 {
+		if q.mapped && q.stopReq.Load() == stopPreempt {
+			return errStop // endShaders saves them; the packet waiting runs again after the map
+		}
 		select {
 		case <-q.runs[0].run.Done():
 		case <-q.wake:
@@ -295,14 +337,23 @@ func (q *queue) killShaders() {
 // its next memory access or instruction budget).
 const shaderKillWait = 100 * time.Millisecond
 
-// endShaders is the last thing an activation does with its dispatches: a drain or
-// preemption lets them finish (a dispatch finishes first), anything else (reset, halt,
-// revocation) kills them.
+// endShaders is the last thing an activation does with its dispatches: a preemption of a
+// mapped queue saves them to the context save area (shader_save.go), a drain of a register
+// queue lets them finish (a dispatch finishes first), anything else (reset, halt,
+// revocation, a failed save) kills them.
 func (q *queue) endShaders() {
 	if len(q.runs) == 0 {
 		return
 	}
-	if req := q.stopReq.Load(); (req == abi.HQD_DEQUEUE_DRAIN || req == stopPreempt) && q.state.Load() != abi.HQD_STATE_HALTED && q.current() {
+	req := q.stopReq.Load()
+	if q.mapped && req == stopPreempt && q.state.Load() != abi.HQD_STATE_HALTED && q.current() {
+		if err := q.saveShaders(); err != nil {
+			q.halt(err, 0, 0)
+		}
+		if len(q.runs) == 0 {
+			return
+		}
+	} else if (req == abi.HQD_DEQUEUE_DRAIN || req == stopPreempt) && q.state.Load() != abi.HQD_STATE_HALTED && q.current() {
 		if err := q.waitShaders(false); err == nil {
 			q.endTurn()
 			return

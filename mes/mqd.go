@@ -76,6 +76,10 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 	}
 	q.img.ReportAddr = uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO))
 	q.img.FenceAddr = binary.LittleEndian.Uint64(fence[:])
+	if lay.ib { // a compute MQD: the context save area of its shader dispatches
+		q.img.CSABase = uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO))
+		q.img.CSASize = uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE))
+	}
 	q.img.DoorbellOffset = q.doorbell
 	q.img.DoorbellControl = q.doorbell<<abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK |
 		abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK
@@ -87,6 +91,8 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 		return fail(abi.MES_ERR_BAD_MQD, "ring %#x beyond the 48-bit space", q.img.Base)
 	case q.img.ReportAddr%4 != 0 || q.img.FenceAddr%8 != 0:
 		return fail(abi.MES_ERR_BAD_MQD, "rptr report %#x / fence %#x misaligned", q.img.ReportAddr, q.img.FenceAddr)
+	case q.img.CSABase%8 != 0 || q.img.CSABase+q.img.CSASize > 1<<abi.GPU_VA_BITS:
+		return fail(abi.MES_ERR_BAD_MQD, "context save area %#x+%#x misaligned or beyond the 48-bit space", q.img.CSABase, q.img.CSASize)
 	}
 	if !q.loaded {
 		// A new queue starts where its MQD says (amdgpu: 0 and 0).
@@ -198,6 +204,7 @@ func (a *activation) writeContext(q *queue) {
 	}
 	put(abi.MES_CTX_DW_PROTECTED_FENCE_LO, uint32(e.Fence))
 	put(abi.MES_CTX_DW_PROTECTED_FENCE_HI, uint32(e.Fence>>32))
+	putDispatches(e, put)
 	q.publish()
 	a.putStatus(q, b[abi.MES_CTX_DW_STATUS*4:])
 	if err := a.write(q.ctx, b[:]); err != nil {
@@ -228,4 +235,28 @@ func (a *activation) saveFailed(q *queue, err error) {
 	}
 	a.m.limiter.Warn(logKeySave, "mes: could not write a queue's MQD or context", "doorbell", q.doorbell,
 		"mqd", q.mqd, "err", err)
+}
+
+// putDispatches writes the saved shader dispatches' count and the oldest one's description
+// (MES_CTX_DW_DISPATCH*): the driver's view. What a map restores is MES's own copy (q.img).
+func putDispatches(e *cp.ExecState, put func(dw uint64, v uint32)) {
+	put(abi.MES_CTX_DW_DISPATCHES, uint32(len(e.Dispatches)))
+	if len(e.Dispatches) == 0 {
+		return
+	}
+	d := &e.Dispatches[0]
+	put(abi.MES_CTX_DW_DISPATCH_PGM_LO, uint32(d.Program))
+	put(abi.MES_CTX_DW_DISPATCH_PGM_HI, uint32(d.Program>>32))
+	put(abi.MES_CTX_DW_DISPATCH_SLOTS, d.Slots)
+	for k := range uint64(3) {
+		put(abi.MES_CTX_DW_DISPATCH_GROUPS+k, d.Groups[k])
+		put(abi.MES_CTX_DW_DISPATCH_GROUP_SIZE+k, d.GroupSize[k])
+		put(abi.MES_CTX_DW_DISPATCH_START+k, d.Start[k])
+	}
+	put(abi.MES_CTX_DW_DISPATCH_STACK, d.Stack)
+	put(abi.MES_CTX_DW_DISPATCH_ARGS_LO, uint32(d.Args))
+	put(abi.MES_CTX_DW_DISPATCH_ARGS_HI, uint32(d.Args>>32))
+	put(abi.MES_CTX_DW_DISPATCH_VMID, uint32(d.VMID))
+	put(abi.MES_CTX_DW_DISPATCH_CSA_OFFSET, uint32(d.CSAOffset))
+	put(abi.MES_CTX_DW_DISPATCH_CSA_BYTES, uint32(d.CSABytes))
 }

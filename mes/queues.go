@@ -84,8 +84,9 @@ type queue struct {
 	pubRptr  atomic.Uint64
 }
 
-// hasWork: its known wptr is ahead of its rptr.
-func (q *queue) hasWork() bool { return q.wptr > q.rptr }
+// hasWork: its known wptr is ahead of its rptr, or its last unmap saved shader dispatches
+// (which a map resumes before anything else).
+func (q *queue) hasWork() bool { return q.wptr > q.rptr || len(q.img.Exec.Dispatches) > 0 }
 
 // runnable: it has work and may be mapped.
 func (q *queue) runnable() bool {

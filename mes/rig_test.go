@@ -61,13 +61,16 @@ func (v *vmRecorder) Unbind(vmid int) {
 
 func (v *vmRecorder) InvalidateGART() {}
 
-func newRig(t testing.TB) *rig {
+func newRig(t testing.TB, cfg ...func(*cp.Config)) *rig {
 	t.Helper()
 	r := &rig{t: t, mem: cptest.NewMemory(4 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
 		vm: &vmRecorder{bound: map[int]VMContext{}}}
 	var m *MES
-	r.cp = cp.New(cp.Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs,
-		Notify: func(slot int) { m.Notify(slot) }})
+	c := cp.Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Notify: func(slot int) { m.Notify(slot) }}
+	for _, f := range cfg {
+		f(&c)
+	}
+	r.cp = cp.New(c)
 	m = New(Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Slots: r.cp, VM: r.vm, Doorbells: 2048})
 	r.mes = m
 	r.mem.SetOnWrite(r.cp.Wake)

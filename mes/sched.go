@@ -287,6 +287,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		q.wptr = w
 		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
 	}
+	q.img.Exec.Dispatches = nil // the CP has them now (the next unmap saves what is left)
 	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
 	a.slots[slot] = q
 	p.inSlots++

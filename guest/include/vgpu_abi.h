@@ -1338,6 +1338,8 @@
 #define VGPU_CP_ERROR_RING_CONFIG 0x9ULL
 /* A shader dispatch ended with a shader error (IH_SRC_SHADER_ERROR names it): ERROR_INFO the SHADER_ERR_* reason, ERROR_ADDR the GPU address of the failing instruction. */
 #define VGPU_CP_ERROR_SHADER 0xaULL
+/* A MES preemption could not save a queue's shader dispatches to its context save area, or a map could not restore them (docs/shader.md): ERROR_INFO a SHADER_CSA_ERR_* reason, ERROR_ADDR the CSA (or program) address concerned. */
+#define VGPU_CP_ERROR_CONTEXT_SAVE 0xbULL
 #define VGPU_L2_LINE_BYTES 0x80ULL
 #define VGPU_L2_EVENT_NONE 0x0ULL
 /* An engine read a cached line older than memory. */
@@ -1798,8 +1800,10 @@
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_LO 0xa5ULL
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI 0xa6ULL
 #define VGPU_MES_MQD_DW_CP_HQD_EOP_CONTROL 0xa7ULL
+/* The queue's context save area, a GPU address in the process's VMID: an unmap writes the state of the shader dispatches in flight there (SHADER_CSA_*, one after the other, oldest first), a map reads it back (docs/shader.md). */
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO 0xabULL
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI 0xacULL
+/* Its size in bytes (0: none; an unmap with a dispatch in flight then halts the queue with CP_ERROR_CONTEXT_SAVE, SHADER_CSA_ERR_TOO_SMALL). */
 #define VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE 0xb1ULL
 /* Saved: the CP_ERROR_* of a queue that halted. */
 #define VGPU_MES_MQD_DW_CP_HQD_ERROR 0xb3ULL
@@ -1858,6 +1862,30 @@
 #define VGPU_MES_CTX_DW_PREEMPTS 0x2aULL
 #define VGPU_MES_CTX_DW_RPTR_LO 0x2bULL
 #define VGPU_MES_CTX_DW_RPTR_HI 0x2cULL
+/* Shader dispatches the last unmap saved to the context save area (0: none). The oldest is described below; MES keeps every one's description itself (what a map restores from), so the record is for the driver to read, never read back. */
+#define VGPU_MES_CTX_DW_DISPATCHES 0x2dULL
+/* The oldest saved dispatch: COMPUTE_PGM (a byte address). */
+#define VGPU_MES_CTX_DW_DISPATCH_PGM_LO 0x2eULL
+#define VGPU_MES_CTX_DW_DISPATCH_PGM_HI 0x2fULL
+/* Its program's instruction slots. */
+#define VGPU_MES_CTX_DW_DISPATCH_SLOTS 0x30ULL
+/* 3 dwords: its grid (workgroups in X, Y, Z). */
+#define VGPU_MES_CTX_DW_DISPATCH_GROUPS 0x31ULL
+/* 3 dwords: COMPUTE_NUM_THREAD_X/Y/Z. */
+#define VGPU_MES_CTX_DW_DISPATCH_GROUP_SIZE 0x34ULL
+/* 3 dwords: COMPUTE_START_X/Y/Z. */
+#define VGPU_MES_CTX_DW_DISPATCH_START 0x37ULL
+/* COMPUTE_TMPRING_SIZE (stack bytes per work-item; 0: SHADER_STACK_DEFAULT). */
+#define VGPU_MES_CTX_DW_DISPATCH_STACK 0x3aULL
+/* Its argument pointer (COMPUTE_USER_DATA_0/1). */
+#define VGPU_MES_CTX_DW_DISPATCH_ARGS_LO 0x3bULL
+#define VGPU_MES_CTX_DW_DISPATCH_ARGS_HI 0x3cULL
+/* The VMID it ran in. */
+#define VGPU_MES_CTX_DW_DISPATCH_VMID 0x3dULL
+/* Where its saved state starts in the context save area (bytes). */
+#define VGPU_MES_CTX_DW_DISPATCH_CSA_OFFSET 0x3eULL
+/* Its saved state's size (SHADER_CSA_HEADER_BYTES and its workgroups). */
+#define VGPU_MES_CTX_DW_DISPATCH_CSA_BYTES 0x3fULL
 /* One record: queue i of a gang (in ADD_QUEUE order, reusing freed records) has its record at gang_context_addr + i*256; a gang has at most 8 queues, so MES writes only the first 2 KiB of the page. */
 #define VGPU_MES_CTX_BYTES 0x100ULL
 #define VGPU_PM4_PROTECTED_FENCE_DWORDS 0x2ULL
@@ -1956,6 +1984,18 @@
 #define VGPU_SHADER_CSA_GROUP_BYTES 0x8ULL
 /* Per work-item, before its stack. */
 #define VGPU_SHADER_CSA_ITEM_BYTES 0x68ULL
+/* The MQD's CP_HQD_CTX_SAVE_SIZE is smaller than the dispatches in flight need (ERROR_ADDR: the CSA base). */
+#define VGPU_SHADER_CSA_ERR_TOO_SMALL 0x1ULL
+/* A write or read of the context save area failed (ERROR_ADDR: the address). */
+#define VGPU_SHADER_CSA_ERR_FAULT 0x2ULL
+/* The saved state read back does not decode or does not fit its dispatch (ERROR_ADDR: its address in the CSA). */
+#define VGPU_SHADER_CSA_ERR_CORRUPT 0x3ULL
+/* The program of a preempted dispatch changed while the queue was unmapped (ERROR_ADDR: COMPUTE_PGM). */
+#define VGPU_SHADER_CSA_ERR_PROGRAM_CHANGED 0x4ULL
+/* The compute units did not stop the dispatch within the preemption bound. */
+#define VGPU_SHADER_CSA_ERR_TIMEOUT 0x5ULL
+/* More dispatches in flight than a context save may hold (cp.MaxSavedDispatches). */
+#define VGPU_SHADER_CSA_ERR_TOO_MANY 0x6ULL
 
 /* Byte offset of register reg (a VGPU_REG_HQD_* value) of instance i. */
 #define VGPU_HQD_REG(i, reg) (VGPU_BLOCK_HQD_BASE + (i) * VGPU_BLOCK_HQD_STRIDE + (reg))
