@@ -45,7 +45,9 @@ type (
 		Size         uint64
 	}
 	MQDCompute struct {
-		Eop_va uint64
+		Eop_va   uint64
+		Csa_va   uint64
+		Csa_size uint64
 	}
 	UserqIn struct {
 		Op              uint32
@@ -185,6 +187,9 @@ const (
 	VGPU_USERQ_PRIORITY_LOW                      = 0x1
 	VGPU_USERQ_PRIORITY_NORMAL_HIGH              = 0x2
 	VGPU_USERQ_PRIORITY_HIGH                     = 0x3
+
+	VGPU_USERQ_MQD_COMPUTE_SIZE_V1 = 0x8
+	VGPU_USERQ_CSA_MAX             = 0x40000000
 
 	VGPU_USERQ_QUERY_STATUS_FLAGS_HUNG  = 0x1
 	VGPU_USERQ_QUERY_STATUS_FLAGS_RESET = 0x2
