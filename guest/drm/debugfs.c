@@ -140,7 +140,7 @@ static void vgpu_mes_log_tail(struct seq_file *m, struct vgpu_dev *vdev, u32 wan
 			continue;
 		rec = (1 + n % entries) * VGPU_MES_EVENT_BYTES;
 		k = vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_KIND);
-		seq_printf(m, "  #%u kind %u reason %u slot %u prio %u db %#x vmid_pasid %#x rptr %llu\n",
+		seq_printf(m, "  #%u kind %u reason %u slot %u prio %u db %#x vmid_pasid %#x rptr %llu t %llu\n",
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_SEQ),
 			   (u32)FIELD_GET(VGPU_MES_EVT_KIND_MASK, k),
 			   (u32)FIELD_GET(VGPU_MES_EVT_REASON_MASK, k),
@@ -149,7 +149,9 @@ static void vgpu_mes_log_tail(struct seq_file *m, struct vgpu_dev *vdev, u32 wan
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_DOORBELL),
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_VMID_PASID),
 			   (u64)vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_HI) << 32 |
-			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_LO));
+			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_LO),
+			   (u64)vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_TIME_HI) << 32 |
+			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_TIME_LO));
 	}
 }
 
