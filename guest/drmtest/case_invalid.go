@@ -87,7 +87,7 @@ func userqInvalid(t *T) {
 		{"csa_size without csa_va", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_size = 4096 }, unix.EINVAL},
 		{"csa_va not 4 KiB aligned", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA+256, 4096 }, unix.EINVAL},
 		{"csa_size not whole pages", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, 2048 }, unix.EINVAL},
-		{"csa_size beyond VGPU_USERQ_CSA_MAX", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, drm.VGPU_USERQ_CSA_MAX + 4096 }, unix.EINVAL},
+		{"csa_size beyond VGPU_USERQ_CSA_MAX", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, drm.VGPU_USERQ_CSA_MAX+4096 }, unix.EINVAL},
 		{"csa unmapped", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = unmapped, 4096 }, unix.EINVAL},
 		{"csa across two mappings", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, 8192 }, unix.EINVAL},
 		{"doorbell_handle 0", func(in *drm.UserqIn, _ *drm.MQDCompute) { in.Doorbell_handle = 0 }, unix.EINVAL},

@@ -11,7 +11,7 @@ var order = []string{
 	"userq_basic", "userq_many", "userq_priority", "userq_signal_wait", "userq_invalid",
 	"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue",
 	"perf_userq_vs_kq",
-	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad",
+	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
 }
 
 var suite = map[string]func(*T){
@@ -31,6 +31,7 @@ var suite = map[string]func(*T){
 	"shader_atomics":    shaderAtomics,
 	"shader_ids_2d":     shaderIDs2D,
 	"shader_bad":        shaderBad,
+	"shader_preempt":    shaderPreempt,
 }
 
 func caseNames() []string { return order }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"vgpu/abi"
 	"vgpu/compute"
@@ -193,5 +194,71 @@ func TestBadShaders(t *testing.T) {
 		if !seen[reason] {
 			t.Errorf("no bad shader for %s", shaderErrName(reason))
 		}
+	}
+}
+
+// spinShader computes spinWant for every work-item.
+func TestSpinShader(t *testing.T) {
+	r, ring := hostRig(t)
+	code, err := assemble(spinShader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putCode(r, hostProg, code)
+	const steps, items = 300, 128
+	r.Mem.Store64(hostArgs+spinArgOut, hostData)
+	r.Mem.Store64(hostArgs+spinArgSteps, steps)
+	sh := pm4.Shader{Program: hostProg, Slots: uint32(len(code) / 8), Threads: [3]uint32{32, 1, 1}, Stack: preemptStack, Args: hostArgs}
+	runHost(t, r, ring, dispatch{sh: sh, grid: [3]uint32{items / 32, 1, 1}}, 1)
+	for i := range uint64(items) {
+		if got, want := r.Mem.Load64(hostData+8*i), spinWant(i, steps); got != want {
+			t.Fatalf("out[%d] = %#x, want %#x", i, got, want)
+		}
+	}
+	if spinWant(0, 0) != 1 || spinWant(0, 1) != lcgMul+lcgAdd {
+		t.Fatal("spinWant's first steps")
+	}
+}
+
+// The context save area holds the header and a workgroup per CU of the dispatch's shape.
+func TestCSABytes(t *testing.T) {
+	for _, c := range []struct{ cus, items, stack, want uint64 }{
+		{1, 1, 8, 4096},
+		{64, 64, 8, (64 + 64*(8+64*(104+8)) + 4095) &^ 4095},
+		{8, 256, 512, (64 + 8*(8+256*(104+512)) + 4095) &^ 4095},
+	} {
+		if got := csaBytes(c.cus, c.items, c.stack); got != c.want || got%4096 != 0 {
+			t.Errorf("csaBytes(%d, %d, %d) = %d, want %d", c.cus, c.items, c.stack, got, c.want)
+		}
+	}
+}
+
+// The event-log lines pair into latencies: a request and the unmap of its doorbell, for the
+// PASID; a gap in the sequence or a reset drops the pair.
+func TestMESLogLatencies(t *testing.T) {
+	lines := []string{
+		"  #10 kind 5 reason 2 slot 3 prio 0 db 0x402 vmid_pasid 0x0 rptr 0 t 1000",
+		"  #11 kind 4 reason 2 slot 3 prio 0 db 0x402 vmid_pasid 0x20001 rptr 96 t 251000",
+		"  #12 kind 5 reason 2 slot 4 prio 0 db 0x404 vmid_pasid 0x0 rptr 0 t 300000",
+		"  #13 kind 4 reason 6 slot 4 prio 0 db 0x404 vmid_pasid 0x20001 rptr 96 t 310000", // reset
+		"  #14 kind 5 reason 2 slot 5 prio 0 db 0x406 vmid_pasid 0x0 rptr 0 t 400000",
+		"  #16 kind 4 reason 2 slot 5 prio 0 db 0x406 vmid_pasid 0x20001 rptr 96 t 500000", // after a gap
+		"  #17 kind 5 reason 2 slot 6 prio 0 db 0x408 vmid_pasid 0x0 rptr 0 t 600000",
+		"  #18 kind 4 reason 2 slot 6 prio 0 db 0x408 vmid_pasid 0x20002 rptr 96 t 700000", // another PASID
+		"log: 19 events",
+		"  #19 kind 4 reason 2 slot 6 prio 0 db 0x408 vmid_pasid 0x20001 rptr 96", // no time: not parsed
+	}
+	m := &mesLog{seen: map[uint64]mesEvent{}}
+	for _, l := range lines {
+		if e, ok := parseMESEvent(l); ok {
+			m.seen[e.seq] = e
+		}
+	}
+	if len(m.seen) != 8 {
+		t.Fatalf("%d events parsed, want 8", len(m.seen))
+	}
+	got := m.latencies(1)
+	if len(got) != 1 || got[0] != 250*time.Microsecond {
+		t.Fatalf("latencies %v, want [250µs]", got)
 	}
 }

@@ -42,7 +42,7 @@ type Queue struct {
 	Ptrs     *Buffer // rptr, wptr, user fence, scratch
 	EOP      *Buffer
 	CSA      *Buffer // the context save area (nil: none)
-	Doorbell uint32 // index in the file's doorbell page
+	Doorbell uint32  // index in the file's doorbell page
 	ring     []uint32
 	wptr     uint64 // dwords, monotonic
 }
