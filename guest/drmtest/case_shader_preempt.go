@@ -18,20 +18,22 @@ const (
 	preemptStack  = 8  // stack bytes per work-item (the shader uses none)
 	preemptMaxCUs = 64 // the most --compute-units: the CSA holds a workgroup per CU
 	// preemptWork is the LCG steps of all queues together (5 instructions each): about
-	// 300 M instructions, split so the run takes the same whatever the slot count.
-	preemptWork = 60_000_000
+	// 600 M instructions, split so the run takes the same whatever the slot count.
+	preemptWork = 120_000_000
 	preemptWait = 90 * time.Second
+	preemptHigh = 2 // NORMAL_HIGH queues beyond the slots (no CAP_SYS_NICE needed)
 )
 
-// shaderPreempt: long shaders on oversubscribed user queues. Two more queues than there are
-// HQD slots, each with a context save area, each run one long dispatch of spinShader at once:
-// MES time-slices them, so dispatches are preempted mid-shader (saved into their queue's
-// CSA) and resumed. Every work-item's result must be the uninterrupted one, no queue may halt
+// shaderPreempt: long shaders on oversubscribed user queues. Twice as many NORMAL_LOW queues
+// as there are HQD slots, each with a context save area, each run one long dispatch of
+// spinShader, so MES takes turns by quantum; once each has started, two NORMAL_HIGH ones
+// arrive too. Running dispatches are preempted mid-shader (saved into their queue's CSA) and
+// resumed later. Every work-item's result must be the uninterrupted one, no queue may halt
 // or hang, and some queue must have been preempted. The latency of the preemptions seen in
 // MES's event log (request → unmap, state saved) is reported.
 func shaderPreempt(t *T) {
 	d := openDev(t)
-	nq := int(d.Info.Num_hqd_slots) + 2
+	nq := 2*int(d.Info.Num_hqd_slots) + preemptHigh
 	items := uint64(preemptGroup * preemptGroups)
 	steps := max(1000, preemptWork/(items*uint64(nq)))
 	code, err := assemble(spinShader())
@@ -48,7 +50,11 @@ func shaderPreempt(t *T) {
 	}
 	jobs := make([]job, nq)
 	for k := range jobs {
-		q := newQueue(t, d, drm.QueueConfig{CSABytes: csa})
+		prio := uint32(drm.VGPU_USERQ_PRIORITY_NORMAL_LOW)
+		if k >= nq-preemptHigh {
+			prio = drm.VGPU_USERQ_PRIORITY_NORMAL_HIGH
+		}
+		q := newQueue(t, d, drm.QueueConfig{CSABytes: csa, Priority: prio})
 		out := newData(t, d, 8*items, "output")
 		for i := range items {
 			*out.U64(8 * i) = 0xDEAD_BEEF_DEAD_BEEF
@@ -58,7 +64,8 @@ func shaderPreempt(t *T) {
 	log := &mesLog{seen: map[uint64]mesEvent{}}
 	t.Check(log.poll(), "read vgpu_mes")
 	start := time.Now()
-	for k, j := range jobs {
+	submit := func(k int) {
+		j := jobs[k]
 		p := dispatch{
 			sh: pm4.Shader{Program: prog.VA, Slots: uint32(len(code) / 8), Threads: [3]uint32{preemptGroup, 1, 1},
 				Stack: preemptStack, Args: argsOf(t, d, j.out.VA, steps)},
@@ -68,6 +75,42 @@ func shaderPreempt(t *T) {
 		t.Check(err, "submit queue %d's dispatch", j.q.ID)
 		jobs[k].end = end
 	}
+	// The low-priority queues fill every slot and wait for more; once each has started its
+	// job, the high-priority ones arrive.
+	for k := range nq - preemptHigh {
+		submit(k)
+	}
+	for _, j := range jobs[:nq-preemptHigh] {
+		for j.q.Rptr() == 0 && j.q.UserFence() < j.end && time.Since(start) < preemptWait {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	running := 0
+	for _, j := range jobs[:nq-preemptHigh] {
+		if j.q.UserFence() < j.end {
+			running++
+		}
+	}
+	t.Logf("the high-priority queues after %v, with %d of %d low-priority dispatches still running",
+		time.Since(start).Round(time.Microsecond), running, nq-preemptHigh)
+	for k := nq - preemptHigh; k < nq; k++ {
+		submit(k)
+	}
+	// A queue that is not in a slot although it started its job (rptr > 0) and its job's
+	// fence is still to come (read after vgpu_clients: fences only grow) was preempted with
+	// its dispatch in flight: the RELEASE_MEM before the fence waits for the dispatch.
+	inFlight := map[uint32]bool{}
+	sampleInFlight := func() {
+		st, err := queueStates()
+		if err != nil {
+			t.Fatalf("read vgpu_clients: %v", err)
+		}
+		for _, j := range jobs {
+			if q, ok := st[j.q.ID]; ok && q.state != "mapped" && q.rptr > 0 && j.end != 0 && j.q.UserFence() < j.end {
+				inFlight[j.q.ID] = true
+			}
+		}
+	}
 	for _, j := range jobs {
 		for j.q.UserFence() < j.end {
 			if time.Since(start) > preemptWait {
@@ -76,7 +119,8 @@ func shaderPreempt(t *T) {
 			if err := log.poll(); err != nil {
 				t.Fatalf("read vgpu_mes: %v", err)
 			}
-			time.Sleep(2 * time.Millisecond)
+			sampleInFlight()
+			time.Sleep(time.Millisecond) // the log shows 16 events: look often
 		}
 	}
 	took := time.Since(start)
@@ -99,41 +143,62 @@ func shaderPreempt(t *T) {
 			t.Errorf("queue %d: QUERY_STATUS %#x, %v; want 0 (a preempted dispatch must not halt or hang its queue)", j.q.ID, st, err)
 		}
 	}
-	preempts, err := queuePreempts()
+	st, err := queueStates()
 	t.Check(err, "read vgpu_clients")
-	total := 0
+	total, maps := 0, 0
 	for _, j := range jobs {
-		total += preempts[j.q.ID]
+		total += st[j.q.ID].preempts
+		maps += st[j.q.ID].maps
+		if st[j.q.ID].maps > 1 {
+			inFlight[j.q.ID] = true // unmapped before its one job was done, mapped again
+		}
 	}
-	if total == 0 {
-		t.Errorf("no queue was preempted (%d queues on %d slots): the case did not test preemption", nq, d.Info.Num_hqd_slots)
+	// A request for a queue with work (QUANTUM, PRIORITY) stops a running dispatch; an IDLE
+	// one a queue with nothing left to run.
+	var busy, idle []time.Duration
+	for _, p := range log.preemptions(pasid) {
+		if p.reason == abi.MES_UNMAP_IDLE {
+			idle = append(idle, p.took)
+		} else {
+			busy = append(busy, p.took)
+		}
 	}
-	lat := log.latencies(pasid)
-	t.Logf("%d queues on %d HQD slots, %d work-items x %d LCG steps each, a CSA of %d KiB each: %v; %d preemptions (vgpu_clients), %d seen in MES's log",
-		nq, d.Info.Num_hqd_slots, items, steps, csa>>10, took.Round(time.Millisecond), total, len(lat))
-	if len(lat) > 0 {
-		s := stats(lat)
-		t.Logf("preemption latency (MES request to unmap, the dispatch saved): median %v, p99 %v, max %v over %d",
-			s.median, s.p99, slices.Max(lat), len(lat))
-		t.Perf("shader_preempt_latency_median_us", us(s.median), "us")
+	t.Logf("%d queues on %d HQD slots, %d work-items x %d LCG steps each, a CSA of %d KiB each: %v; %d maps, %d preemptions (vgpu_clients), %d queues seen preempted with their dispatch in flight",
+		nq, d.Info.Num_hqd_slots, items, steps, csa>>10, took.Round(time.Millisecond), maps, total, len(inFlight))
+	if len(inFlight) == 0 {
+		t.Errorf("no queue was seen unmapped with its dispatch in flight (%d preemptions, %d maps for %d queues): the case did not test instruction-level preemption",
+			total, maps, nq)
+	}
+	for _, c := range []struct {
+		what string
+		d    []time.Duration
+	}{{"of queues with work (QUANTUM, PRIORITY: the dispatch saved)", busy}, {"of idle queues", idle}} {
+		if len(c.d) > 0 {
+			s := stats(c.d)
+			t.Logf("preemption latency %s, MES's request to the unmap in its log: median %v, p99 %v, max %v over %d",
+				c.what, s.median, s.p99, slices.Max(c.d), len(c.d))
+		}
+	}
+	if len(busy) > 0 {
+		t.Perf("shader_preempt_latency_median_us", us(stats(busy).median), "us")
 	}
 }
 
-// argsOf is a new argument block for spinShader.
-func argsOf(t *T, d *drm.Device, out, steps uint64) uint64 {
-	a := newData(t, d, 4096, "argument")
-	*a.U64(spinArgOut), *a.U64(spinArgSteps) = out, steps
-	return a.VA
+// queueState is a queue's line in vgpu_clients.
+type queueState struct {
+	state          string
+	rptr           uint64
+	maps, preempts int
 }
 
-// queuePreempts reads each queue's preemption count from vgpu_clients ("queue ID: ...
-// preempts R ...").
-func queuePreempts() (map[uint32]int, error) {
+// queueStates reads every queue's line of vgpu_clients ("queue ID: doorbell D priority P
+// state S slot N vmid V maps M preempts R rptr X ...").
+func queueStates() (map[uint32]queueState, error) {
 	s, err := readDebugfs("vgpu_clients")
 	if err != nil {
 		return nil, err
 	}
-	out := map[uint32]int{}
+	out := map[uint32]queueState{}
 	for _, l := range strings.Split(s, "\n") {
 		f := strings.Fields(l)
 		if len(f) < 2 || f[0] != "queue" {
@@ -143,22 +208,38 @@ func queuePreempts() (map[uint32]int, error) {
 		if err != nil {
 			continue
 		}
+		var q queueState
 		for i := 2; i+1 < len(f); i++ {
-			if f[i] == "preempts" {
-				n, err := strconv.Atoi(f[i+1])
-				if err != nil {
-					return nil, fmt.Errorf("vgpu_clients line %q: %v", l, err)
-				}
-				out[uint32(id)] = n
+			var err error
+			switch f[i] {
+			case "state":
+				q.state = f[i+1]
+			case "maps":
+				q.maps, err = strconv.Atoi(f[i+1])
+			case "preempts":
+				q.preempts, err = strconv.Atoi(f[i+1])
+			case "rptr":
+				q.rptr, err = strconv.ParseUint(f[i+1], 10, 64)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("vgpu_clients line %q: %v", l, err)
 			}
 		}
+		out[uint32(id)] = q
 	}
 	return out, nil
 }
 
+// argsOf is a new argument block for spinShader.
+func argsOf(t *T, d *drm.Device, out, steps uint64) uint64 {
+	a := newData(t, d, 4096, "argument")
+	*a.U64(spinArgOut), *a.U64(spinArgSteps) = out, steps
+	return a.VA
+}
+
 // mesEvent is one line of vgpu_mes's event log.
 type mesEvent struct {
-	seq, kind, reason, db, pasid, t uint64
+	seq, kind, reason, db, pasid, rptr, t uint64
 }
 
 // mesLog collects vgpu_mes's event-log tail over many reads (it shows the last 16 events).
@@ -190,7 +271,7 @@ func parseMESEvent(l string) (mesEvent, bool) {
 		return v, err == nil
 	}
 	var e mesEvent
-	var ok [6]bool
+	var ok [7]bool
 	e.seq, ok[0] = num(f[0][1:])
 	e.kind, ok[1] = num(f[2])
 	e.reason, ok[2] = num(f[4])
@@ -198,6 +279,7 @@ func parseMESEvent(l string) (mesEvent, bool) {
 	var vp uint64
 	vp, ok[4] = num(f[12])
 	e.t, ok[5] = num(f[16])
+	e.rptr, ok[6] = num(f[14])
 	e.pasid = vp & 0xFFFF // MES_EVT_DW_VMID_PASID: PASID [15:0]
 	for _, o := range ok {
 		if !o {
@@ -207,16 +289,22 @@ func parseMESEvent(l string) (mesEvent, bool) {
 	return e, true
 }
 
-// latencies pairs each preemption request (PREEMPT) with the next unmap of the same
-// doorbell that saved the queue (not RESET or HALTED), for unmaps of the PASID's queues.
-func (m *mesLog) latencies(pasid uint64) []time.Duration {
+// preemption is a request (PREEMPT) and the unmap of the same doorbell that saved the queue
+// (not RESET or HALTED): why, where the queue's rptr was, and how long it took.
+type preemption struct {
+	reason, rptr uint64
+	took         time.Duration
+}
+
+// preemptions pairs the requests and unmaps of the PASID's queues.
+func (m *mesLog) preemptions(pasid uint64) []preemption {
 	var evs []mesEvent
 	for _, e := range m.seen {
 		evs = append(evs, e)
 	}
 	slices.SortFunc(evs, func(a, b mesEvent) int { return int(int64(a.seq) - int64(b.seq)) })
 	asked := map[uint64]mesEvent{}
-	var out []time.Duration
+	var out []preemption
 	for i, e := range evs {
 		if i > 0 && e.seq != evs[i-1].seq+1 {
 			clear(asked) // a gap: a request's unmap may be among the events not seen
@@ -226,7 +314,7 @@ func (m *mesLog) latencies(pasid uint64) []time.Duration {
 			asked[e.db] = e
 		case abi.MES_EVT_UNMAP:
 			if p, ok := asked[e.db]; ok && e.pasid == pasid && e.reason != abi.MES_UNMAP_RESET && e.reason != abi.MES_UNMAP_HALTED && e.t >= p.t {
-				out = append(out, time.Duration(e.t-p.t))
+				out = append(out, preemption{reason: e.reason, rptr: e.rptr, took: time.Duration(e.t - p.t)})
 			}
 			delete(asked, e.db)
 		}

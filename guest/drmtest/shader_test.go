@@ -257,8 +257,8 @@ func TestMESLogLatencies(t *testing.T) {
 	if len(m.seen) != 8 {
 		t.Fatalf("%d events parsed, want 8", len(m.seen))
 	}
-	got := m.latencies(1)
-	if len(got) != 1 || got[0] != 250*time.Microsecond {
-		t.Fatalf("latencies %v, want [250µs]", got)
+	got := m.preemptions(1)
+	if want := (preemption{reason: 2, rptr: 96, took: 250 * time.Microsecond}); len(got) != 1 || got[0] != want {
+		t.Fatalf("preemptions %+v, want [%+v]", got, want)
 	}
 }
