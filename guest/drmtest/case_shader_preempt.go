@@ -18,22 +18,25 @@ const (
 	preemptStack  = 8  // stack bytes per work-item (the shader uses none)
 	preemptMaxCUs = 64 // the most --compute-units: the CSA holds a workgroup per CU
 	// preemptWork is the LCG steps of all queues together (5 instructions each): about
-	// 600 M instructions, split so the run takes the same whatever the slot count.
-	preemptWork = 120_000_000
-	preemptWait = 90 * time.Second
-	preemptHigh = 2 // NORMAL_HIGH queues beyond the slots (no CAP_SYS_NICE needed)
+	// 1.6 G instructions, split so the run takes the same whatever the slot count. Each
+	// dispatch lasts far longer than the scheduler needs to act, even on a loaded host
+	// whose cores the compute units keep busy.
+	preemptWork    = 320_000_000
+	preemptWait    = 90 * time.Second
+	preemptHigh    = 2 // NORMAL_HIGH queues beyond the slots (no CAP_SYS_NICE needed)
+	preemptWaiters = 4 // NORMAL_LOW queues beyond the slots
 )
 
-// shaderPreempt: long shaders on oversubscribed user queues. Twice as many NORMAL_LOW queues
-// as there are HQD slots, each with a context save area, each run one long dispatch of
-// spinShader, so MES takes turns by quantum; once each has started, two NORMAL_HIGH ones
-// arrive too. Running dispatches are preempted mid-shader (saved into their queue's CSA) and
+// shaderPreempt: long shaders on oversubscribed user queues. Four more NORMAL_LOW queues than
+// there are HQD slots, each with a context save area, each run one long dispatch of
+// spinShader, so MES takes turns by quantum; once the slots are full, two NORMAL_HIGH ones
+// arrive, which MES must make room for. Running dispatches are preempted mid-shader (saved into their queue's CSA) and
 // resumed later. Every work-item's result must be the uninterrupted one, no queue may halt
 // or hang, and some queue must have been preempted. The latency of the preemptions seen in
 // MES's event log (request → unmap, state saved) is reported.
 func shaderPreempt(t *T) {
 	d := openDev(t)
-	nq := 2*int(d.Info.Num_hqd_slots) + preemptHigh
+	nq := int(d.Info.Num_hqd_slots) + preemptWaiters + preemptHigh
 	items := uint64(preemptGroup * preemptGroups)
 	steps := max(1000, preemptWork/(items*uint64(nq)))
 	code, err := assemble(spinShader())
@@ -75,14 +78,19 @@ func shaderPreempt(t *T) {
 		t.Check(err, "submit queue %d's dispatch", j.q.ID)
 		jobs[k].end = end
 	}
-	// The low-priority queues fill every slot and wait for more; once each has started its
-	// job, the high-priority ones arrive.
+	// The low-priority queues fill every slot and wait for more; once as many have started
+	// as there are slots, the high-priority ones arrive: MES must preempt a running one
+	// (PRIORITY) whether or not quanta expire meanwhile.
 	for k := range nq - preemptHigh {
 		submit(k)
 	}
-	for _, j := range jobs[:nq-preemptHigh] {
-		for j.q.Rptr() == 0 && j.q.UserFence() < j.end && time.Since(start) < preemptWait {
-			time.Sleep(100 * time.Microsecond)
+	for started := 0; started < int(d.Info.Num_hqd_slots) && time.Since(start) < 5*time.Second; {
+		time.Sleep(100 * time.Microsecond)
+		started = 0
+		for _, j := range jobs[:nq-preemptHigh] {
+			if j.q.Rptr() != 0 {
+				started++
+			}
 		}
 	}
 	running := 0
