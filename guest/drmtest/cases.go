@@ -12,6 +12,7 @@ var order = []string{
 	"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue",
 	"perf_userq_vs_kq",
 	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
+	"shader_endless",
 }
 
 var suite = map[string]func(*T){
@@ -32,6 +33,7 @@ var suite = map[string]func(*T){
 	"shader_ids_2d":     shaderIDs2D,
 	"shader_bad":        shaderBad,
 	"shader_preempt":    shaderPreempt,
+	"shader_endless":    shaderEndless,
 }
 
 func caseNames() []string { return order }

@@ -54,6 +54,7 @@ func TestIoctlCodes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
+		{"SYNC_IOC_FILE_INFO", ioctlSyncFileInfo, cIoctlSyncFileInfo},
 		{"DRM_IOCTL_VGPU_INFO", ioctlVgpuInfo, cIoctlVgpuInfo},
 		{"DRM_IOCTL_VGPU_GEM_CREATE", ioctlVgpuGemCreate, cIoctlVgpuGemCreate},
 		{"DRM_IOCTL_VGPU_GEM_MMAP", ioctlVgpuGemMmap, cIoctlVgpuGemMmap},

@@ -157,6 +157,14 @@ type (
 		Count_handles uint32
 		Pad           uint32
 	}
+	SyncFileInfo struct {
+		Name            [32]int8
+		Status          int32
+		Flags           uint32
+		Num_fences      uint32
+		Pad             uint32
+		Sync_fence_info uint64
+	}
 )
 
 const sizeofUserq = 0x48
@@ -197,6 +205,8 @@ const (
 	DRM_SYNCOBJ_CREATE_SIGNALED            = 0x1
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL        = 0x1
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT = 0x2
+
+	DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE = 0x1
 )
 
 const (
@@ -219,4 +229,5 @@ const (
 	cIoctlSyncobjWait       = 0xc02064c3
 	cIoctlSyncobjReset      = 0xc01064c4
 	cIoctlSyncobjSignal     = 0xc01064c5
+	cIoctlSyncFileInfo      = 0xc0383e04
 )
