@@ -206,6 +206,10 @@ func queueStates() (map[uint32]queueState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseQueueStates(s)
+}
+
+func parseQueueStates(s string) (map[uint32]queueState, error) {
 	out := map[uint32]queueState{}
 	for _, l := range strings.Split(s, "\n") {
 		f := strings.Fields(l)

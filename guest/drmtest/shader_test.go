@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -267,23 +265,13 @@ func TestMESLogLatencies(t *testing.T) {
 
 // The debugfs lines the cases read parse as the driver prints them.
 func TestDebugfsLines(t *testing.T) {
-	line := "  queue 3: doorbell 0x404 priority normal_low state unmapped slot - vmid 2 maps 7 preempts 6 rptr 45 fence 45 last_signal 0 resets 0"
-	f := strings.Fields(line)
-	var q queueState
-	for i := 2; i+1 < len(f); i++ {
-		switch f[i] {
-		case "state":
-			q.state = f[i+1]
-		case "maps":
-			q.maps, _ = strconv.Atoi(f[i+1])
-		case "preempts":
-			q.preempts, _ = strconv.Atoi(f[i+1])
-		case "rptr":
-			q.rptr, _ = strconv.ParseUint(f[i+1], 10, 64)
-		}
+	st, err := parseQueueStates("client pid 1 pasid 7 vmid 2\n  userqs: 1, evictions 0\n" +
+		"  queue 3: doorbell 0x404 priority normal_low state unmapped slot - vmid 2 maps 7 preempts 6 rptr 45 fence 45 last_signal 0 resets 0\n")
+	if want := (queueState{state: "unmapped", rptr: 45, maps: 7, preempts: 6}); err != nil || len(st) != 1 || st[3] != want {
+		t.Errorf("queue lines: %+v %v, want queue 3 %+v", st, err, want)
 	}
-	if want := (queueState{state: "unmapped", rptr: 45, maps: 7, preempts: 6}); q != want {
-		t.Errorf("queue line: %+v, want %+v", q, want)
+	if _, err := parseQueueStates("  queue 4: maps x\n"); err == nil {
+		t.Error("a queue line with a bad number parsed")
 	}
 	if e, ok := parseMESEvent("  #5 kind 4 reason 3 slot 2 prio 1 db 0x41e vmid_pasid 0x20007 rptr 35 t 99"); !ok ||
 		e != (mesEvent{seq: 5, kind: 4, reason: 3, db: 0x41e, pasid: 7, rptr: 35, t: 99}) {
