@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,6 +120,19 @@ func shaderPreempt(t *T) {
 			}
 		}
 	}
+	// An eviction of the file (debugfs vgpu_evict) removes every queue from MES where it
+	// stopped (REMOVE_QUEUE: a dispatch in flight is saved into the CSA) and adds it again,
+	// whatever MES's turns did: the queues whose job had started and whose fence had not come
+	// just before are stopped with their dispatch in flight (the eviction waits for no
+	// fence of theirs: no SIGNAL).
+	evicted := 0
+	for _, j := range jobs {
+		if j.q.Rptr() != 0 && j.q.UserFence() < j.end {
+			inFlight[j.q.ID] = true
+			evicted++
+		}
+	}
+	t.Check(evict(os.Getpid()), "evict this process's file while its dispatches run")
 	for _, j := range jobs {
 		for j.q.UserFence() < j.end {
 			if time.Since(start) > preemptWait {
@@ -171,8 +185,8 @@ func shaderPreempt(t *T) {
 			busy = append(busy, p.took)
 		}
 	}
-	t.Logf("%d queues on %d HQD slots, %d work-items x %d LCG steps each, a CSA of %d KiB each: %v; %d maps, %d preemptions (vgpu_clients), %d queues seen preempted with their dispatch in flight",
-		nq, d.Info.Num_hqd_slots, items, steps, csa>>10, took.Round(time.Millisecond), maps, total, len(inFlight))
+	t.Logf("%d queues on %d HQD slots, %d work-items x %d LCG steps each, a CSA of %d KiB each: %v; %d maps, %d preemptions (vgpu_clients), %d queues seen preempted with their dispatch in flight (%d of them when the file was evicted)",
+		nq, d.Info.Num_hqd_slots, items, steps, csa>>10, took.Round(time.Millisecond), maps, total, len(inFlight), evicted)
 	if len(inFlight) == 0 {
 		t.Errorf("no queue was seen unmapped with its dispatch in flight (%d preemptions, %d maps for %d queues): the case did not test instruction-level preemption",
 			total, maps, nq)
