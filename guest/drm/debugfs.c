@@ -140,7 +140,7 @@ static void vgpu_mes_log_tail(struct seq_file *m, struct vgpu_dev *vdev, u32 wan
 			continue;
 		rec = (1 + n % entries) * VGPU_MES_EVENT_BYTES;
 		k = vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_KIND);
-		seq_printf(m, "  #%u kind %u reason %u slot %u prio %u db %#x vmid_pasid %#x rptr %llu\n",
+		seq_printf(m, "  #%u kind %u reason %u slot %u prio %u db %#x vmid_pasid %#x rptr %llu t %llu\n",
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_SEQ),
 			   (u32)FIELD_GET(VGPU_MES_EVT_KIND_MASK, k),
 			   (u32)FIELD_GET(VGPU_MES_EVT_REASON_MASK, k),
@@ -149,7 +149,9 @@ static void vgpu_mes_log_tail(struct seq_file *m, struct vgpu_dev *vdev, u32 wan
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_DOORBELL),
 			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_VMID_PASID),
 			   (u64)vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_HI) << 32 |
-			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_LO));
+			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_RPTR_LO),
+			   (u64)vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_TIME_HI) << 32 |
+			   vgpu_kbo_rd(log, rec + 4 * VGPU_MES_EVT_DW_TIME_LO));
 	}
 }
 
@@ -158,6 +160,9 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	struct vgpu_dev *vdev = vgpu_node_dev(m);
 	struct vgpu_mes *mes = &vdev->mes;
 	u32 st = vgpu_rd(vdev, VGPU_REG_MES_STATUS);
+	struct vgpu_ih_shader_error se;
+	unsigned long flags;
+	u32 nshader;
 
 	seq_printf(m, "running: %u\nstate: %u\nhw_resources: %u\nerror: %s\n", mes->running,
 		   (u32)FIELD_GET(VGPU_REG_MES_STATUS__STATE_MASK, st),
@@ -177,6 +182,15 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	seq_printf(m, "irqs: mes errors %u hung %u, user eop %u, vm faults %u, cp errors %u\n",
 		   vdev->ih.mes_errors, vdev->ih.mes_hung, vdev->userq.eop_irqs,
 		   vdev->ih.vm_faults, vdev->ih.cp_errors);
+	spin_lock_irqsave(&vdev->ih.lock, flags);
+	nshader = vdev->ih.shader_errors;
+	se = vdev->ih.last_shader;
+	spin_unlock_irqrestore(&vdev->ih.lock, flags);
+	seq_printf(m, "shader errors: %u", nshader);
+	if (nshader)
+		seq_printf(m, " last: %s pc %u addr %#llx pasid %u vmid %u",
+			   vgpu_shader_err_name(se.reason), se.pc, se.addr, se.pasid, se.vmid);
+	seq_puts(m, "\n");
 	seq_printf(m, "kernel queue: slot %u jobs %llu timeouts %u resets %u errors %u\n",
 		   vdev->kq.slot, vdev->kq.jobs, vdev->kq.timeouts, vdev->kq.resets,
 		   vdev->kq.errors);

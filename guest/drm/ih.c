@@ -65,6 +65,49 @@ static void vgpu_ih_vm_fault(struct vgpu_dev *vdev, u32 dw0, u32 dw3, const u32 
 		vgpu_userq_irq_vm_fault(vdev, f.pasid, f.addr, f.flags);
 }
 
+const char *vgpu_shader_err_name(u32 reason)
+{
+	static const char * const names[] = {
+		[VGPU_SHADER_ERR_NONE] = "SHADER_ERR_NONE",
+		[VGPU_SHADER_ERR_ILLEGAL_INSTRUCTION] = "SHADER_ERR_ILLEGAL_INSTRUCTION",
+		[VGPU_SHADER_ERR_JUMP_OUT_OF_RANGE] = "SHADER_ERR_JUMP_OUT_OF_RANGE",
+		[VGPU_SHADER_ERR_STACK_OVERFLOW] = "SHADER_ERR_STACK_OVERFLOW",
+		[VGPU_SHADER_ERR_MISALIGNED] = "SHADER_ERR_MISALIGNED",
+		[VGPU_SHADER_ERR_BAD_HELPER] = "SHADER_ERR_BAD_HELPER",
+		[VGPU_SHADER_ERR_MEMORY_FAULT] = "SHADER_ERR_MEMORY_FAULT",
+		[VGPU_SHADER_ERR_PROGRAM_SIZE] = "SHADER_ERR_PROGRAM_SIZE",
+		[VGPU_SHADER_ERR_PROGRAM_FETCH] = "SHADER_ERR_PROGRAM_FETCH",
+	};
+
+	return reason < ARRAY_SIZE(names) && names[reason] ? names[reason] : "unknown";
+}
+
+/*
+ * A shader ended its dispatch and its queue halted with CP_ERROR_SHADER; the device adds no
+ * CP halt IV, so this one is the queue's error interrupt: kept for vgpu_mes, then the fault
+ * paths as for a bad packet (the kernel queue recovers now; a user queue of the PASID is
+ * reset once MES has saved its error). ih.lock held.
+ */
+static void vgpu_ih_shader_error(struct vgpu_dev *vdev, u32 dw0, u16 pasid, int slot, const u32 *d)
+{
+	struct vgpu_ih *ih = &vdev->ih;
+
+	ih->shader_errors++;
+	ih->last_shader = (struct vgpu_ih_shader_error){
+		.reason = d[0], .pc = d[1], .addr = (u64)d[3] << 32 | d[2], .pasid = pasid,
+		.vmid = FIELD_GET(VGPU_IH_DW0_VMID_MASK, dw0),
+	};
+	drm_err_ratelimited(&vdev->drm, "shader error %s at slot %u (address %#llx): vmid %u pasid %u\n",
+			    vgpu_shader_err_name(d[0]), d[1], ih->last_shader.addr,
+			    ih->last_shader.vmid, pasid);
+	if (slot >= 0 && (unsigned int)slot == vdev->kq.slot) {
+		vdev->kq.errors++;
+		vgpu_kq_fault(vdev);
+	} else {
+		vgpu_userq_irq_error(vdev, VGPU_IH_SRC_SHADER_ERROR, pasid, d);
+	}
+}
+
 /* Decodes one IV (amdgpu_ih_decode_iv_helper layout) and dispatches it. ih.lock held. */
 static void vgpu_ih_decode(struct vgpu_dev *vdev, const __le32 *e)
 {
@@ -106,6 +149,9 @@ static void vgpu_ih_decode(struct vgpu_dev *vdev, const __le32 *e)
 	case VGPU_IH_SRC_MES_ERROR:
 		ih->mes_errors++;
 		memcpy(ih->mes_err_data, d, sizeof(d));
+		return;
+	case VGPU_IH_SRC_SHADER_ERROR:
+		vgpu_ih_shader_error(vdev, dw0, pasid, slot, d);
 		return;
 	case VGPU_IH_SRC_MES_QUEUE_HUNG:
 		ih->mes_hung++;

@@ -9,6 +9,8 @@
  *  - other end-of-pipe IVs (user queues MES maps anywhere; DW4 is the queue's doorbell offset
  *    for PROTECTED_FENCE_SIGNAL, as gfx_v11_0_eop_irq reads it) → vgpu_userq_irq_eop();
  *  - MES_QUEUE_HUNG → vgpu_userq_irq_hung(); CP errors of a user slot → vgpu_userq_irq_error();
+ *  - shader errors (a dispatch ended, its queue halted with CP_ERROR_SHADER) → the last one
+ *    kept for vgpu_mes, then as a CP error: the kernel queue's fault path, or the user queues';
  *  - VM faults → a rate-limited log line, per-device counters, and vgpu_userq_irq_vm_fault();
  *  - MES errors → counted here, shown by vgpu_mes.
  */
@@ -39,6 +41,15 @@ struct vgpu_ih_fault {
 	u8 vmid;
 };
 
+/* The last shader error (IH_SRC_SHADER_ERROR): DW4 reason, DW5 program counter, DW6/7 address. */
+struct vgpu_ih_shader_error {
+	u64 addr;
+	u32 reason;		/* VGPU_SHADER_ERR_* */
+	u32 pc;			/* instruction slot */
+	u16 pasid;
+	u8 vmid;
+};
+
 struct vgpu_ih {
 	spinlock_t lock;	/* everything below; taken by the vector's handler */
 	bool enabled;
@@ -58,10 +69,13 @@ struct vgpu_ih {
 	u32 mes_err_data[4];	/* DW4..7 of the last: reason, opcode, ring offset, doorbell */
 	u32 mes_hung;
 	u32 cp_errors;
+	u32 shader_errors;
+	struct vgpu_ih_shader_error last_shader;
 };
 
 int vgpu_ih_init(struct vgpu_dev *vdev);
 void vgpu_ih_fini(struct vgpu_dev *vdev);
 void vgpu_ih_process(struct vgpu_dev *vdev);
+const char *vgpu_shader_err_name(u32 reason);
 
 #endif /* VGPU_DRM_IH_H */

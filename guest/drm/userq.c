@@ -107,11 +107,16 @@ static int vgpu_userq_check_args(const struct drm_vgpu_userq_in *in,
 		return -EINVAL;
 	if (!in->rptr_va || (in->rptr_va & 7) || !in->wptr_va || (in->wptr_va & 7))
 		return -EINVAL;
-	if (in->mqd_size != sizeof(*mqd) || !in->mqd)
+	if ((in->mqd_size != sizeof(*mqd) && in->mqd_size != VGPU_USERQ_MQD_COMPUTE_SIZE_V1) ||
+	    !in->mqd)
 		return -EINVAL;
-	if (copy_from_user(mqd, u64_to_user_ptr(in->mqd), sizeof(*mqd)))
+	memset(mqd, 0, sizeof(*mqd));
+	if (copy_from_user(mqd, u64_to_user_ptr(in->mqd), in->mqd_size))
 		return -EFAULT;
 	if (!mqd->eop_va || (mqd->eop_va & (VGPU_USERQ_EOP_ALIGN - 1)))
+		return -EINVAL;
+	if (!mqd->csa_size != !mqd->csa_va || (mqd->csa_va & (VGPU_GPU_PAGE - 1)) ||
+	    (mqd->csa_size & (VGPU_GPU_PAGE - 1)) || mqd->csa_size > VGPU_USERQ_CSA_MAX)
 		return -EINVAL;
 	return 0;
 }
@@ -124,6 +129,8 @@ int vgpu_userq_check_vas(struct vgpu_file *vf, struct vgpu_userq *q)
 	u64 wptr;
 
 	for (i = 0; i < VGPU_USERQ_VA_FENCE; i++) {
+		if (!q->va[i].size)
+			continue;	/* an optional range (the context save area) not given */
 		m = vgpu_vm_find_locked(vf->vm, q->va[i].va, q->va[i].size);
 		if (!m || !m->obj)
 			return -EINVAL;
@@ -197,6 +204,7 @@ static int vgpu_userq_create(struct vgpu_file *vf, union drm_vgpu_userq *args)
 	q->va[VGPU_USERQ_VA_RPTR] = (struct vgpu_userq_va){ in->rptr_va, 8 };
 	q->va[VGPU_USERQ_VA_WPTR] = (struct vgpu_userq_va){ in->wptr_va, 8 };
 	q->va[VGPU_USERQ_VA_EOP] = (struct vgpu_userq_va){ mqd.eop_va, VGPU_USERQ_EOP_SIZE };
+	q->va[VGPU_USERQ_VA_CSA] = (struct vgpu_userq_va){ mqd.csa_va, mqd.csa_size };
 	vgpu_userq_hang_init(q);
 	ret = vgpu_userq_doorbell(vf, in, q);
 	if (ret)

@@ -52,12 +52,16 @@ struct vgpu_kbo;
 #define VGPU_USERQ_PROCESS_QUANTUM	100000
 #define VGPU_USERQ_GANG_QUANTUM		10000
 
-/* The VA ranges of a queue that UNMAP must not take away: ring, rptr, wptr, eop, fence. */
+/*
+ * The VA ranges of a queue that UNMAP must not take away: ring, rptr, wptr, eop, the context
+ * save area (size 0: none), fence.
+ */
 enum {
 	VGPU_USERQ_VA_RING,
 	VGPU_USERQ_VA_RPTR,
 	VGPU_USERQ_VA_WPTR,
 	VGPU_USERQ_VA_EOP,
+	VGPU_USERQ_VA_CSA,
 	VGPU_USERQ_VA_FENCE,
 	VGPU_USERQ_VA_RANGES
 };

@@ -21,7 +21,8 @@ static void vgpu_mqd_wr(struct vgpu_userq *q, u32 dw, u32 v)
 /*
  * Not active, VMID 0 (MES assigns the process's), the ring, the rptr report and the wptr
  * poll address (the user's VAs, in the process VMID), the EOP buffer, the doorbell, the
- * quantum, and FENCE_ADDRESS = the queue's fence slot for PROTECTED_FENCE_SIGNAL.
+ * quantum, the context save area, and FENCE_ADDRESS = the queue's fence slot for
+ * PROTECTED_FENCE_SIGNAL.
  */
 int vgpu_userq_mqd_init(struct vgpu_userq *q)
 {
@@ -30,6 +31,7 @@ int vgpu_userq_mqd_init(struct vgpu_userq *q)
 	u64 rptr = q->va[VGPU_USERQ_VA_RPTR].va;
 	u64 wptr = q->va[VGPU_USERQ_VA_WPTR].va;
 	u64 fence = q->fd.va;
+	u64 csa = q->va[VGPU_USERQ_VA_CSA].va;
 
 	memset(q->mqd->cpu, 0, q->mqd->size);
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_HEADER, VGPU_MES_MQD_HEADER);
@@ -70,6 +72,10 @@ int vgpu_userq_mqd_init(struct vgpu_userq *q)
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_EOP_BASE_ADDR_HI, upper_32_bits(eop));
 	/* EOP_SIZE as log2(dwords) - 1. */
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_EOP_CONTROL, ilog2(VGPU_USERQ_EOP_SIZE / 4) - 1);
+	/* The context save area of the queue's shader dispatches (0, 0: none). */
+	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO, lower_32_bits(csa));
+	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI, upper_32_bits(csa));
+	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE, q->va[VGPU_USERQ_VA_CSA].size);
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_DEQUEUE_REQUEST, 0);
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_ERROR, 0);
 	vgpu_mqd_wr(q, VGPU_MES_MQD_DW_CP_HQD_PQ_WPTR_LO, 0);

@@ -46,6 +46,17 @@ func userqInvalid(t *T) {
 	out, err := d.CreateQueue(valid, &validMQD)
 	t.Check(err, "CREATE with the valid input")
 	t.Check(d.FreeQueue(out.Queue_id), "FREE")
+	// So do the first MQD layout (eop_va only) and one with a context save area.
+	v1 := valid
+	v1.Mqd_size = drm.VGPU_USERQ_MQD_COMPUTE_SIZE_V1
+	out, err = d.CreateQueue(v1, &validMQD)
+	t.Check(err, "CREATE with mqd_size %d (eop_va only)", v1.Mqd_size)
+	t.Check(d.FreeQueue(out.Queue_id), "FREE")
+	withCSA := validMQD
+	withCSA.Csa_va, withCSA.Csa_size = twoA.VA, 4096
+	out, err = d.CreateQueue(valid, &withCSA)
+	t.Check(err, "CREATE with a context save area")
+	t.Check(d.FreeQueue(out.Queue_id), "FREE")
 
 	before, err := readDebugfs("vgpu_bos")
 	t.Check(err, "debugfs")
@@ -72,6 +83,13 @@ func userqInvalid(t *T) {
 		{"mqd_size 16", func(in *drm.UserqIn, _ *drm.MQDCompute) { in.Mqd_size = 16 }, unix.EINVAL},
 		{"eop_va 0", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Eop_va = 0 }, unix.EINVAL},
 		{"eop_va unmapped", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Eop_va = unmapped }, unix.EINVAL},
+		{"csa_va without csa_size", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va = qb.EOP.VA }, unix.EINVAL},
+		{"csa_size without csa_va", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_size = 4096 }, unix.EINVAL},
+		{"csa_va not 4 KiB aligned", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA+256, 4096 }, unix.EINVAL},
+		{"csa_size not whole pages", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, 2048 }, unix.EINVAL},
+		{"csa_size beyond VGPU_USERQ_CSA_MAX", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, drm.VGPU_USERQ_CSA_MAX+4096 }, unix.EINVAL},
+		{"csa unmapped", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = unmapped, 4096 }, unix.EINVAL},
+		{"csa across two mappings", func(_ *drm.UserqIn, m *drm.MQDCompute) { m.Csa_va, m.Csa_size = twoA.VA, 8192 }, unix.EINVAL},
 		{"doorbell_handle 0", func(in *drm.UserqIn, _ *drm.MQDCompute) { in.Doorbell_handle = 0 }, unix.EINVAL},
 		{"doorbell_handle not a doorbell BO", func(in *drm.UserqIn, _ *drm.MQDCompute) { in.Doorbell_handle = qb.Ring.Handle }, unix.EINVAL},
 		{"doorbell_handle unknown", func(in *drm.UserqIn, _ *drm.MQDCompute) { in.Doorbell_handle = 0xDEAD }, unix.EINVAL},

@@ -5,11 +5,14 @@ import (
 	"os"
 )
 
-// order is the suite, as issue 10 names its cases.
+// order is the suite, as issue 10 names its cases, then the shader cases of issue 11 (item 6:
+// the user-queue half; the KTAP module has the same names on a kernel queue).
 var order = []string{
 	"userq_basic", "userq_many", "userq_priority", "userq_signal_wait", "userq_invalid",
 	"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue",
 	"perf_userq_vs_kq",
+	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
+	"shader_endless",
 }
 
 var suite = map[string]func(*T){
@@ -25,6 +28,12 @@ var suite = map[string]func(*T){
 	"protected_fence":   protectedFence,
 	"kernel_queue":      kernelQueue,
 	"perf_userq_vs_kq":  perfUserqVsKQ,
+	"shader_vector_add": shaderVectorAdd,
+	"shader_atomics":    shaderAtomics,
+	"shader_ids_2d":     shaderIDs2D,
+	"shader_bad":        shaderBad,
+	"shader_preempt":    shaderPreempt,
+	"shader_endless":    shaderEndless,
 }
 
 func caseNames() []string { return order }

@@ -69,7 +69,9 @@ func TestParseFlags(t *testing.T) {
 // every child mode a case starts exists.
 func TestSuiteNames(t *testing.T) {
 	want := []string{"userq_basic", "userq_many", "userq_priority", "userq_signal_wait", "userq_invalid",
-		"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue", "perf_userq_vs_kq"}
+		"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue", "perf_userq_vs_kq",
+		"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
+		"shader_endless"}
 	if !slices.Equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}

@@ -130,10 +130,23 @@ struct drm_vgpu_gem_va {
 #define VGPU_USERQ_QUERY_STATUS_FLAGS_HUNG  (1 << 0)
 #define VGPU_USERQ_QUERY_STATUS_FLAGS_RESET (1 << 1) /* the queue was reset (MES RESET) */
 
-/* The per-IP MQD of a compute queue, pointed to by drm_vgpu_userq_in.mqd. */
+/*
+ * The per-IP MQD of a compute queue, pointed to by drm_vgpu_userq_in.mqd. mqd_size is the
+ * whole struct, or VGPU_USERQ_MQD_COMPUTE_SIZE_V1 (eop_va only: no context save area).
+ */
 struct drm_vgpu_userq_mqd_compute {
-	__u64 eop_va; /* eop_size bytes, eop_alignment aligned, inside one mapping */
+	__u64 eop_va;   /* eop_size bytes, eop_alignment aligned, inside one mapping */
+	/*
+	 * The context save area (as KFD's ctx_save_restore_address): where a preemption writes
+	 * the state of the queue's shader dispatches in flight, so they resume exactly. 0 and 0:
+	 * none (a queue preempted with a dispatch in flight then halts). Else csa_va 4096-byte
+	 * aligned, csa_size a multiple of 4096 up to VGPU_USERQ_CSA_MAX, inside one mapping.
+	 */
+	__u64 csa_va;
+	__u64 csa_size;
 };
+#define VGPU_USERQ_MQD_COMPUTE_SIZE_V1 8
+#define VGPU_USERQ_CSA_MAX             (1ULL << 30)
 
 struct drm_vgpu_userq_in {
 	__u32 op;              /* VGPU_USERQ_OP_* */

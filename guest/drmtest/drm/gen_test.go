@@ -54,6 +54,7 @@ func TestIoctlCodes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
+		{"SYNC_IOC_FILE_INFO", ioctlSyncFileInfo, cIoctlSyncFileInfo},
 		{"DRM_IOCTL_VGPU_INFO", ioctlVgpuInfo, cIoctlVgpuInfo},
 		{"DRM_IOCTL_VGPU_GEM_CREATE", ioctlVgpuGemCreate, cIoctlVgpuGemCreate},
 		{"DRM_IOCTL_VGPU_GEM_MMAP", ioctlVgpuGemMmap, cIoctlVgpuGemMmap},
@@ -92,7 +93,8 @@ func TestLayout(t *testing.T) {
 		{"sizeof drm_vgpu_gem_mmap", unsafe.Sizeof(GemMmap{}), 16},
 		{"sizeof drm_vgpu_gem_wait_idle", unsafe.Sizeof(GemWaitIdle{}), 16},
 		{"sizeof drm_vgpu_gem_va", unsafe.Sizeof(GemVA{}), 40},
-		{"sizeof drm_vgpu_userq_mqd_compute", unsafe.Sizeof(MQDCompute{}), 8},
+		{"sizeof drm_vgpu_userq_mqd_compute", unsafe.Sizeof(MQDCompute{}), 24},
+		{"userq_mqd_compute.csa_va", unsafe.Offsetof(MQDCompute{}.Csa_va), VGPU_USERQ_MQD_COMPUTE_SIZE_V1},
 		{"sizeof drm_vgpu_userq_in", unsafe.Sizeof(UserqIn{}), 72},
 		{"sizeof drm_vgpu_userq_out", unsafe.Sizeof(UserqOut{}), 24},
 		{"sizeof union drm_vgpu_userq", sizeofUserq, 72},

@@ -19,6 +19,13 @@ func ioc(dir, nr, size uintptr) uintptr {
 func drmIOWR(nr, size uintptr) uintptr { return ioc(iocRead|iocWrite, nr, size) }
 func drmIOW(nr, size uintptr) uintptr  { return ioc(iocWrite, nr, size) }
 
+// syncIOCMagic is the sync_file ioctls' type (linux/sync_file.h).
+const syncIOCMagic = '>'
+
+func syncIOWR(nr, size uintptr) uintptr {
+	return (iocRead|iocWrite)<<30 | size<<16 | syncIOCMagic<<8 | nr
+}
+
 // The ioctl codes, computed from the generated structs' sizes as DRM_IOWR does.
 var (
 	ioctlVgpuInfo        = drmIOWR(drmCommandBase+0x00, unsafe.Sizeof(Info{}))
@@ -41,4 +48,5 @@ var (
 	ioctlSyncobjWait       = drmIOWR(0xC3, unsafe.Sizeof(SyncobjWait{}))
 	ioctlSyncobjReset      = drmIOWR(0xC4, unsafe.Sizeof(SyncobjArray{}))
 	ioctlSyncobjSignal     = drmIOWR(0xC5, unsafe.Sizeof(SyncobjArray{}))
+	ioctlSyncFileInfo      = syncIOWR(4, unsafe.Sizeof(SyncFileInfo{}))
 )

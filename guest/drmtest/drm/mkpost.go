@@ -17,7 +17,6 @@ import (
 var renames = map[string]map[string]string{
 	"GemWaitIdle": {"Ns": "Timeout_ns"},
 	"GemVA":       {"In_bo": "Offset_in_bo"},
-	"MQDCompute":  {"Va": "Eop_va"},
 }
 
 var (

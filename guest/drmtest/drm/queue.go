@@ -15,6 +15,9 @@ import (
 type QueueConfig struct {
 	RingBytes uint64 // a power of two ≥ 4096 (default 64 KiB)
 	Priority  uint32 // VGPU_USERQ_PRIORITY_*
+	// CSABytes is the context save area's size (a multiple of 4096; 0: none), where a
+	// preemption saves the queue's shader dispatches in flight.
+	CSABytes uint64
 }
 
 // The layout of a queue's pointer page (a system BO, CPU- and GPU-mapped).
@@ -38,7 +41,8 @@ type Queue struct {
 	Ring     *Buffer
 	Ptrs     *Buffer // rptr, wptr, user fence, scratch
 	EOP      *Buffer
-	Doorbell uint32 // index in the file's doorbell page
+	CSA      *Buffer // the context save area (nil: none)
+	Doorbell uint32  // index in the file's doorbell page
 	ring     []uint32
 	wptr     uint64 // dwords, monotonic
 }
@@ -55,9 +59,10 @@ func (d *Device) Doorbells() (*Doorbells, error) {
 	return d.doorbells, nil
 }
 
-// QueueBuffers are the BOs of a queue before CREATE: ring, pointer page and EOP buffer.
+// QueueBuffers are the BOs of a queue before CREATE: ring, pointer page, EOP buffer and the
+// optional context save area.
 type QueueBuffers struct {
-	Ring, Ptrs, EOP *Buffer
+	Ring, Ptrs, EOP, CSA *Buffer
 }
 
 // NewQueueBuffers allocates and maps a queue's buffers.
@@ -85,7 +90,7 @@ func (d *Device) NewQueueBuffers(ringBytes uint64) (*QueueBuffers, error) {
 // Free releases whichever buffers exist.
 func (qb *QueueBuffers) Free() error {
 	var first error
-	for _, b := range []*Buffer{qb.Ring, qb.Ptrs, qb.EOP} {
+	for _, b := range []*Buffer{qb.Ring, qb.Ptrs, qb.EOP, qb.CSA} {
 		if b != nil {
 			if err := b.Free(); err != nil && first == nil {
 				first = err
@@ -133,14 +138,23 @@ func (d *Device) NewQueue(cfg QueueConfig) (*Queue, error) {
 		qb.Free()
 		return nil, err
 	}
+	mqd := MQDCompute{Eop_va: qb.EOP.VA}
+	if cfg.CSABytes != 0 {
+		if qb.CSA, err = d.NewBuffer(cfg.CSABytes, VGPU_GEM_DOMAIN_SYSTEM, 0, RW, 4096, false); err != nil {
+			db.Put(idx)
+			qb.Free()
+			return nil, err
+		}
+		mqd.Csa_va, mqd.Csa_size = qb.CSA.VA, qb.CSA.Size
+	}
 	flags := cfg.Priority << VGPU_USERQ_CREATE_FLAGS_QUEUE_PRIORITY_SHIFT
-	out, err := d.CreateQueue(qb.In(db, idx, flags), &MQDCompute{Eop_va: qb.EOP.VA})
+	out, err := d.CreateQueue(qb.In(db, idx, flags), &mqd)
 	if err != nil {
 		db.Put(idx)
 		qb.Free()
 		return nil, err
 	}
-	q := &Queue{d: d, ID: out.Queue_id, FenceVA: out.Fence_va, Ring: qb.Ring, Ptrs: qb.Ptrs, EOP: qb.EOP, Doorbell: idx}
+	q := &Queue{d: d, ID: out.Queue_id, FenceVA: out.Fence_va, Ring: qb.Ring, Ptrs: qb.Ptrs, EOP: qb.EOP, CSA: qb.CSA, Doorbell: idx}
 	q.ring = unsafe.Slice((*uint32)(unsafe.Pointer(&qb.Ring.Mem[0])), qb.Ring.Size/4)
 	return q, nil
 }
@@ -152,7 +166,7 @@ func (q *Queue) Free() error {
 		return err
 	}
 	q.d.doorbells.Put(q.Doorbell)
-	return (&QueueBuffers{q.Ring, q.Ptrs, q.EOP}).Free()
+	return (&QueueBuffers{q.Ring, q.Ptrs, q.EOP, q.CSA}).Free()
 }
 
 // Wptr is the position after the last packet written (dwords).

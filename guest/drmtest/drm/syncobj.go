@@ -67,3 +67,19 @@ func (d *Device) SyncobjReset(h uint32) error {
 	a := SyncobjArray{Handles: userPtr(&pn, &hs[0]), Count_handles: 1}
 	return d.ioctl("SYNCOBJ_RESET", ioctlSyncobjReset, unsafe.Pointer(&a))
 }
+
+// FenceStatus is the status of the syncobj's current fence, read through a sync file
+// (SYNCOBJ_HANDLE_TO_FD with EXPORT_SYNC_FILE, then SYNC_IOC_FILE_INFO): 1 signalled, 0 still
+// pending, a negative errno the error it completed with (-ETIME: the job timed out).
+func (d *Device) FenceStatus(h uint32) (int32, error) {
+	a := SyncobjHandle{Handle: h, Flags: DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE}
+	if err := d.ioctl("SYNCOBJ_HANDLE_TO_FD(EXPORT_SYNC_FILE)", ioctlSyncobjHandleToFD, unsafe.Pointer(&a)); err != nil {
+		return 0, err
+	}
+	defer unix.Close(int(a.Fd))
+	var info SyncFileInfo // num_fences 0: only the status
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(a.Fd), ioctlSyncFileInfo, uintptr(unsafe.Pointer(&info))); e != 0 {
+		return 0, &IoctlError{Op: "SYNC_IOC_FILE_INFO", Errno: e}
+	}
+	return info.Status, nil
+}

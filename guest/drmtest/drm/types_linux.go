@@ -10,6 +10,7 @@ package drm
 /*
 #include <linux/types.h>
 #include <drm/drm.h>
+#include <linux/sync_file.h>
 #include "vgpu_drm.h"
 */
 import "C"
@@ -40,6 +41,7 @@ type (
 	SyncobjHandle  C.struct_drm_syncobj_handle
 	SyncobjWait    C.struct_drm_syncobj_wait
 	SyncobjArray   C.struct_drm_syncobj_array
+	SyncFileInfo   C.struct_sync_file_info
 )
 
 // sizeofUserq is the size of union drm_vgpu_userq (its in and out halves overlap).
@@ -72,12 +74,17 @@ const (
 	VGPU_USERQ_PRIORITY_NORMAL_HIGH              = C.VGPU_USERQ_PRIORITY_NORMAL_HIGH
 	VGPU_USERQ_PRIORITY_HIGH                     = C.VGPU_USERQ_PRIORITY_HIGH
 
+	VGPU_USERQ_MQD_COMPUTE_SIZE_V1 = C.VGPU_USERQ_MQD_COMPUTE_SIZE_V1
+	VGPU_USERQ_CSA_MAX             = C.VGPU_USERQ_CSA_MAX
+
 	VGPU_USERQ_QUERY_STATUS_FLAGS_HUNG  = C.VGPU_USERQ_QUERY_STATUS_FLAGS_HUNG
 	VGPU_USERQ_QUERY_STATUS_FLAGS_RESET = C.VGPU_USERQ_QUERY_STATUS_FLAGS_RESET
 
 	DRM_SYNCOBJ_CREATE_SIGNALED            = C.DRM_SYNCOBJ_CREATE_SIGNALED
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL        = C.DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT = C.DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT
+
+	DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE = C.DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE
 )
 
 // The ioctl codes as the C macros compute them (ioctl.go computes its own; a test compares).
@@ -101,4 +108,5 @@ const (
 	cIoctlSyncobjWait       = C.DRM_IOCTL_SYNCOBJ_WAIT
 	cIoctlSyncobjReset      = C.DRM_IOCTL_SYNCOBJ_RESET
 	cIoctlSyncobjSignal     = C.DRM_IOCTL_SYNCOBJ_SIGNAL
+	cIoctlSyncFileInfo      = C.SYNC_IOC_FILE_INFO
 )

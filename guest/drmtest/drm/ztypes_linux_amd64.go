@@ -45,7 +45,9 @@ type (
 		Size         uint64
 	}
 	MQDCompute struct {
-		Eop_va uint64
+		Eop_va   uint64
+		Csa_va   uint64
+		Csa_size uint64
 	}
 	UserqIn struct {
 		Op              uint32
@@ -155,6 +157,14 @@ type (
 		Count_handles uint32
 		Pad           uint32
 	}
+	SyncFileInfo struct {
+		Name            [32]int8
+		Status          int32
+		Flags           uint32
+		Num_fences      uint32
+		Pad             uint32
+		Sync_fence_info uint64
+	}
 )
 
 const sizeofUserq = 0x48
@@ -186,12 +196,17 @@ const (
 	VGPU_USERQ_PRIORITY_NORMAL_HIGH              = 0x2
 	VGPU_USERQ_PRIORITY_HIGH                     = 0x3
 
+	VGPU_USERQ_MQD_COMPUTE_SIZE_V1 = 0x8
+	VGPU_USERQ_CSA_MAX             = 0x40000000
+
 	VGPU_USERQ_QUERY_STATUS_FLAGS_HUNG  = 0x1
 	VGPU_USERQ_QUERY_STATUS_FLAGS_RESET = 0x2
 
 	DRM_SYNCOBJ_CREATE_SIGNALED            = 0x1
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL        = 0x1
 	DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT = 0x2
+
+	DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE = 0x1
 )
 
 const (
@@ -214,4 +229,5 @@ const (
 	cIoctlSyncobjWait       = 0xc02064c3
 	cIoctlSyncobjReset      = 0xc01064c4
 	cIoctlSyncobjSignal     = 0xc01064c5
+	cIoctlSyncFileInfo      = 0xc0383e04
 )
