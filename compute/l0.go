@@ -35,6 +35,8 @@ type laneMem struct {
 	c   *l0
 	acc engine.Access
 	run *Run
+	// The line of the last store the sanitizer recorded (|1) and the record's generation then.
+	lastLine, lastGen uint64
 }
 
 var _ shader.Memory = (*laneMem)(nil)
@@ -42,6 +44,9 @@ var _ shader.Memory = (*laneMem)(nil)
 func (m *laneMem) Load(addr uint64, size int) (uint64, error) {
 	if m.run.killed.Load() {
 		return 0, ErrKilled
+	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, false)
 	}
 	c := m.c
 	line := addr &^ (LineBytes - 1)
@@ -85,10 +90,16 @@ func (m *laneMem) Store(addr uint64, size int, v uint64) error {
 	if m.run.killed.Load() {
 		return ErrKilled
 	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, true)
+	}
 	var b [8]byte
 	put(b[:], size, v)
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return err
+	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, size)
 	}
 	m.c.update(m.acc.VMID, addr, size, v)
 	return nil
@@ -101,6 +112,9 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	if m.run.killed.Load() {
 		return 0, ErrKilled
 	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, true)
+	}
 	p.atomicMu.Lock()
 	defer p.atomicMu.Unlock()
 	var b [8]byte
@@ -112,6 +126,9 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	put(b[:], size, nv)
 	if err := p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return 0, err
+	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, size)
 	}
 	m.c.update(m.acc.VMID, addr, size, nv)
 	p.stats.atomics.Add(1)

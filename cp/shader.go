@@ -131,6 +131,7 @@ func (q *queue) dispatchShader(x, y, z uint32) error {
 		Program: prog, Groups: [3]uint32{x, y, z}, GroupSize: s.threads, Start: s.start,
 		Args: addr64(q.userData[0], q.userData[1]), Stack: int(s.stack), VMID: q.curVMID(), Slot: q.slot,
 		RingID: q.ringID, OnEnd: q.signal,
+		Packet: q.streams[q.level].addr(q.streams[q.level].pos), After: q.hazardPeers(), // the sanitizer (hazard.go)
 	})
 	if err != nil {
 		return badPacket("DISPATCH: " + err.Error())
