@@ -10,18 +10,20 @@ import (
 
 // The pipeline-hazard sanitizer's compute half (strict mode, docs/shader.md "Sanitizer").
 //
-// A run started in strict mode records the 64-byte lines its work-items have written so far
-// (stores and atomics, after the memory accepted them): a lineSet of merged intervals. Whoever
+// A run started in strict mode records the bytes its work-items have written so far (stores
+// and atomics, after the memory accepted them): a writeSet of merged ranges. Bytes, not
+// cache lines: a packet reading a neighbour of what a dispatch wrote in the same line is no
+// hazard, and no report may be a false one. Whoever
 // is not ordered after the run — the CP's packets of the same queue, a later dispatch of that
 // queue (Dispatch.After) — asks it, while it is in flight, whether an access touches one of
 // those lines; if so that is a hazard that happened: the write was made, the run had not ended,
 // and nothing in between waited for it. A write the run has not made yet is never named. A run
 // started with strict mode off records nothing and its checks are a nil test.
 
-// HazardLines bounds the intervals a run's write record holds (16 bytes each): writes that would
-// need more are not recorded (they are not named: no false report, a missed one is counted in
-// HazardStats.Unrecorded).
-const HazardLines = 4096
+// HazardSpans bounds the disjoint ranges a run's write record holds (16 bytes each): a write
+// that would need more is not recorded (it is not named: no false report; HazardStats.Unrecorded
+// counts them). Contiguous and repeated writes merge, so a dispatch filling buffers needs few.
+const HazardSpans = 4096
 
 // Hazard is a pipeline hazard: an access to memory an in-flight dispatch of the same queue had
 // written, with nothing ordering it after that dispatch.
@@ -30,7 +32,7 @@ type Hazard struct {
 	Slot   int    // the queue
 	VMID   int    // the address space of both accesses
 	Opcode uint32 // the packet's opcode (PACKET_*); the DISPATCH opcode of the second dispatch otherwise 0
-	// Addr and Size are the bytes of the access that lie in lines the writer had written.
+	// Addr and Size are the bytes of the access the writer had written (the first range of them).
 	Addr, Size uint64
 	// By is the address of the packet that made the access: for a dispatch's own load or store,
 	// its DISPATCH packet. Writer is the in-flight dispatch's DISPATCH packet; WriterRun and ByRun
@@ -43,7 +45,7 @@ type Hazard struct {
 type HazardStats struct {
 	Hazards    uint64 // hazards named
 	Last       Hazard // the last one (Kind 0: none yet)
-	Unrecorded uint64 // writes a full record could not hold (HazardLines)
+	Unrecorded uint64 // writes a full record could not hold (HazardSpans)
 	StaleReads uint64 // stale L0 reads (as Stats.StaleReads, but since Reset)
 	LastStale  StaleRead
 }
@@ -131,7 +133,7 @@ func (r *Run) Packet() uint64 { return r.d.Packet }
 // Tracked reports whether the run records its writes (strict mode was on when it started).
 func (r *Run) Tracked() bool { return r.writes != nil }
 
-// Wrote reports the part of [va, va+n) in vmid that lies in lines the run has written so far,
+// Wrote reports the first range of bytes in [va, va+n) of vmid that the run has written so far,
 // while it is in flight (an ended run, or one started with strict mode off: nothing).
 func (r *Run) Wrote(vmid int, va, n uint64) (addr, size uint64, ok bool) {
 	w := r.writes
@@ -142,8 +144,8 @@ func (r *Run) Wrote(vmid int, va, n uint64) (addr, size uint64, ok bool) {
 }
 
 // Acquire is a wait that saw va hold the value it waited for (a satisfied WAIT_REG_MEM): if
-// the run wrote that line, what it wrote so far is ordered before what follows the wait, as a
-// fence the dispatch signals orders it. Later writes are recorded anew.
+// the run wrote va, what it wrote so far is ordered before what follows the wait, as a fence
+// the dispatch signals orders it. Later writes are recorded anew.
 func (r *Run) Acquire(vmid int, va uint64) {
 	w := r.writes
 	if w == nil || vmid != r.d.VMID {
@@ -154,31 +156,20 @@ func (r *Run) Acquire(vmid int, va uint64) {
 	}
 }
 
-// span is the line-aligned byte range [lo, hi).
+// span is the byte range [lo, hi).
 type span struct{ lo, hi uint64 }
 
-// lineSet is the lines a run has written: sorted, disjoint, non-adjacent spans, at most
-// HazardLines of them. gen changes with every clear (the lanes' record cache checks it).
-type lineSet struct {
+// writeSet is the bytes a run has written: sorted, disjoint, non-adjacent spans, at most
+// HazardSpans of them. gen changes with every clear (the lanes' record cache checks it).
+type writeSet struct {
 	mu    sync.Mutex
 	spans []span
 	gen   atomic.Uint64
 	san   *sanitizer
 }
 
-func lineDown(a uint64) uint64 { return a &^ (LineBytes - 1) }
-
-// lineUp rounds up to a line, saturating at the top of the address space.
-func lineUp(a uint64) uint64 {
-	if u := (a + LineBytes - 1) &^ (LineBytes - 1); u >= a {
-		return u
-	}
-	return ^uint64(LineBytes - 1)
-}
-
-// add records [lo, hi) (any bytes: whole lines are recorded).
-func (s *lineSet) add(lo, hi uint64) {
-	lo, hi = lineDown(lo), lineUp(hi)
+// add records [lo, hi) (hi > lo: an access never wraps).
+func (s *writeSet) add(lo, hi uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spans
@@ -193,7 +184,7 @@ func (s *lineSet) add(lo, hi uint64) {
 	case j > i: // merged with sp[i:j]
 		sp[i] = span{lo, hi}
 		s.spans = append(sp[:i+1], sp[j:]...)
-	case len(sp) >= HazardLines:
+	case len(sp) >= HazardSpans:
 		s.san.unrecorded.Add(1)
 	default:
 		sp = append(sp, span{})
@@ -204,7 +195,7 @@ func (s *lineSet) add(lo, hi uint64) {
 }
 
 // overlap returns the part of [lo, hi) inside the first recorded span it meets.
-func (s *lineSet) overlap(lo, hi uint64) (addr, size uint64, ok bool) {
+func (s *writeSet) overlap(lo, hi uint64) (addr, size uint64, ok bool) {
 	if hi < lo { // wraps: up to the top
 		hi = ^uint64(0)
 	}
@@ -219,23 +210,23 @@ func (s *lineSet) overlap(lo, hi uint64) (addr, size uint64, ok bool) {
 	return a, b - a, true
 }
 
-func (s *lineSet) clear() {
+func (s *writeSet) clear() {
 	s.mu.Lock()
 	s.spans = s.spans[:0]
 	s.gen.Add(1)
 	s.mu.Unlock()
 }
 
-// recordWrite notes a lane's store (strict mode): the line is added unless it was the lane's
-// last one (and no clear happened since), so a run of stores to one line costs one record.
+// recordWrite notes a lane's store (strict mode) unless it repeats the lane's last one (and
+// no clear happened since): a loop storing to one place costs one record.
 func (m *laneMem) recordWrite(addr uint64, size int) {
 	w := m.run.writes
-	line, gen := lineDown(addr), w.gen.Load()
-	if m.lastLine == line|1 && m.lastGen == gen {
+	gen := w.gen.Load()
+	if addr == m.lastAddr && size <= m.lastSize && gen == m.lastGen {
 		return
 	}
 	w.add(addr, addr+uint64(size))
-	m.lastLine, m.lastGen = line|1, gen
+	m.lastAddr, m.lastSize, m.lastGen = addr, size, gen
 }
 
 // checkAfter names an access of the lane's run to a line an earlier, unordered run of its
@@ -265,7 +256,7 @@ func (r *Run) startTracking() {
 	if !p.strict() {
 		return
 	}
-	r.writes = &lineSet{san: &p.san}
+	r.writes = &writeSet{san: &p.san}
 	for _, a := range r.d.After {
 		if a != nil && a.writes != nil {
 			r.after = append(r.after, a)

@@ -35,8 +35,9 @@ type laneMem struct {
 	c   *l0
 	acc engine.Access
 	run *Run
-	// The line of the last store the sanitizer recorded (|1) and the record's generation then.
-	lastLine, lastGen uint64
+	// The last store the sanitizer recorded, and the record's generation then (hazard.go).
+	lastAddr, lastGen uint64
+	lastSize          int
 }
 
 var _ shader.Memory = (*laneMem)(nil)

@@ -89,7 +89,7 @@ type Run struct {
 	// The sanitizer (hazard.go): the run's sequence number; in strict mode its write record
 	// and the earlier runs its accesses are checked against.
 	id     uint64
-	writes *lineSet
+	writes *writeSet
 	after  []*Run
 }
 
