@@ -103,7 +103,7 @@ func TestPacketHazards(t *testing.T) {
 		kind    uint32
 		opcode  uint32
 		size    uint64 // 0: what was recorded when the packet ran, 4..32 bytes from out[0]
-		second  bool // the named access is a second dispatch's (its DISPATCH packet is the last of packets)
+		second  bool   // the named access is a second dispatch's (its DISPATCH packet is the last of packets)
 	}{
 		{name: "COPY_DATA of the output without a flush", strict: true,
 			packets: func(*testing.T, *cptest.Rig) [][]uint32 { return [][]uint32{copyOut0} },
