@@ -102,6 +102,9 @@ static const struct vt_def {
 	{ "shader_atomics", t_shader_atomics },
 	{ "shader_ids_2d", t_shader_ids_2d },
 	{ "shader_bad", t_shader_bad },
+	{ "shader_hazard", t_shader_hazard },
+	{ "shader_l0_stale", t_shader_l0_stale },
+	{ "shader_retry_fault", t_shader_retry_fault },
 };
 
 /*
