@@ -7,7 +7,10 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"vgpu/abi"
+	"vgpu/shader"
 )
+
+var shaderBuild = shader.Build
 
 func TestWriteSet(t *testing.T) {
 	type rng struct{ lo, hi uint64 }
@@ -284,5 +287,41 @@ func TestHazardRecordRace(t *testing.T) {
 	release(p, mem)
 	if err, _ := wait(t, a); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The sanitizer's cost on a store-heavy dispatch: strict mode off (nothing recorded, the
+// baseline) beside on (every store recorded, every load checked against an earlier run).
+func BenchmarkVectorAddStrict(b *testing.B) {
+	for _, strict := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[strict]
+		b.Run(name, func(b *testing.B) {
+			mem := newTestMem(base, 0x20000)
+			p := New(Config{CUs: 2, Memory: mem, Strict: func() bool { return strict }})
+			defer p.Close()
+			setArgs(mem)
+			prog, _, err := shaderBuild(vectorAdd())
+			if err != nil {
+				b.Fatal(err)
+			}
+			const n = 1024
+			var prev *Run
+			b.ResetTimer()
+			for range b.N {
+				var after []*Run
+				if prev != nil {
+					after = []*Run{prev}
+				}
+				r, err := p.Start(Dispatch{Program: prog, Groups: [3]uint32{n / 64, 1, 1}, GroupSize: [3]uint32{64, 1, 1}, Args: argsVA, VMID: 1, After: after})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err, _ := r.Result(); err != nil {
+					b.Fatal(err)
+				}
+				prev = r
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "items/s")
+		})
 	}
 }
