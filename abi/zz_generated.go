@@ -260,7 +260,7 @@ const (
 	// BLOCK_SHADER_BASE Shader sanitizer (strict mode, L2_CNTL.STRICT; docs/shader.md "Sanitizer"): pipeline hazards and stale L0 reads, counted since reset, the last of each named.
 	BLOCK_SHADER_BASE = 0x900
 	BLOCK_SHADER_SIZE = 0x100
-	// REG_SHADER_HAZARDS RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to 64-byte lines an in-flight dispatch of the same queue had written, with no barrier in between.
+	// REG_SHADER_HAZARDS RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to bytes an in-flight dispatch of the same queue had written, with no barrier in between; each access counts once.
 	REG_SHADER_HAZARDS = 0x900
 	// REG_SHADER_HAZARD_INFO RO. The last hazard.
 	REG_SHADER_HAZARD_INFO = 0x904
@@ -276,11 +276,11 @@ const (
 	// REG_SHADER_HAZARD_INFO__OPCODE__SHIFT The accessing packet's PM4 opcode (PACKET_* kinds; 0 for a dispatch's own access).
 	REG_SHADER_HAZARD_INFO__OPCODE__SHIFT = 0x18
 	REG_SHADER_HAZARD_INFO__OPCODE_MASK   = 0xff000000
-	// REG_SHADER_HAZARD_ADDR_LO RO. First byte of the access that lies in lines the dispatch had written (GPU virtual address), low 32 bits.
+	// REG_SHADER_HAZARD_ADDR_LO RO. First byte of the access that the dispatch had written (GPU virtual address), low 32 bits.
 	REG_SHADER_HAZARD_ADDR_LO = 0x908
 	// REG_SHADER_HAZARD_ADDR_HI RO.
 	REG_SHADER_HAZARD_ADDR_HI = 0x90c
-	// REG_SHADER_HAZARD_SIZE RO. Bytes of the access, from HAZARD_ADDR, in those lines (the first written range it meets).
+	// REG_SHADER_HAZARD_SIZE RO. Bytes of the access from HAZARD_ADDR on that the dispatch had written (the first such range).
 	REG_SHADER_HAZARD_SIZE = 0x910
 	// REG_SHADER_HAZARD_BY_LO RO. GPU address of the packet that made the access; for a dispatch's own load or store, its DISPATCH packet. Low 32 bits.
 	REG_SHADER_HAZARD_BY_LO = 0x914

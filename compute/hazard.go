@@ -31,7 +31,7 @@ type Hazard struct {
 	Kind   uint32 // abi.SHADER_HAZARD_*
 	Slot   int    // the queue
 	VMID   int    // the address space of both accesses
-	Opcode uint32 // the packet's opcode (PACKET_*); the DISPATCH opcode of the second dispatch otherwise 0
+	Opcode uint32 // the accessing packet's PM4 opcode (PACKET_* kinds); 0 for a dispatch's own access
 	// Addr and Size are the bytes of the access the writer had written (the first range of them).
 	Addr, Size uint64
 	// By is the address of the packet that made the access: for a dispatch's own load or store,

@@ -259,7 +259,7 @@
 /* Shader sanitizer (strict mode, L2_CNTL.STRICT; docs/shader.md "Sanitizer"): pipeline hazards and stale L0 reads, counted since reset, the last of each named. */
 #define VGPU_BLOCK_SHADER_BASE 0x900ULL
 #define VGPU_BLOCK_SHADER_SIZE 0x100ULL
-/* RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to 64-byte lines an in-flight dispatch of the same queue had written, with no barrier in between. */
+/* RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to bytes an in-flight dispatch of the same queue had written, with no barrier in between; each access counts once. */
 #define VGPU_REG_SHADER_HAZARDS 0x900ULL
 /* RO. The last hazard. */
 #define VGPU_REG_SHADER_HAZARD_INFO 0x904ULL
@@ -275,11 +275,11 @@
 /* The accessing packet's PM4 opcode (PACKET_* kinds; 0 for a dispatch's own access). */
 #define VGPU_REG_SHADER_HAZARD_INFO__OPCODE__SHIFT 0x18ULL
 #define VGPU_REG_SHADER_HAZARD_INFO__OPCODE_MASK 0xff000000ULL
-/* RO. First byte of the access that lies in lines the dispatch had written (GPU virtual address), low 32 bits. */
+/* RO. First byte of the access that the dispatch had written (GPU virtual address), low 32 bits. */
 #define VGPU_REG_SHADER_HAZARD_ADDR_LO 0x908ULL
 /* RO. */
 #define VGPU_REG_SHADER_HAZARD_ADDR_HI 0x90cULL
-/* RO. Bytes of the access, from HAZARD_ADDR, in those lines (the first written range it meets). */
+/* RO. Bytes of the access from HAZARD_ADDR on that the dispatch had written (the first such range). */
 #define VGPU_REG_SHADER_HAZARD_SIZE 0x910ULL
 /* RO. GPU address of the packet that made the access; for a dispatch's own load or store, its DISPATCH packet. Low 32 bits. */
 #define VGPU_REG_SHADER_HAZARD_BY_LO 0x914ULL
