@@ -62,14 +62,23 @@ func (q *queue) hazardAcquire(vmid int, va uint64) {
 	}
 }
 
-// hazardPeers is what a new dispatch is checked against (compute.Dispatch.After): the queue's
-// dispatches in flight that record their writes. nil with strict mode off.
+// hazardPeers is what a new dispatch is checked against (compute.Dispatch.After): the newest
+// hazardPeersMax of the queue's dispatches in flight that record their writes, so that a
+// work-item's check stays bounded however many dispatches a stream leaves in flight (older
+// ones go unchecked: missed, never falsely named). nil with strict mode off.
 func (q *queue) hazardPeers() []*compute.Run {
 	var peers []*compute.Run
-	for _, f := range q.runs {
-		if f.run.Tracked() {
-			peers = append(peers, f.run)
+	for i := len(q.runs) - 1; i >= 0 && len(peers) < hazardPeersMax; i-- {
+		if r := q.runs[i].run; r.Tracked() {
+			select {
+			case <-r.Done():
+			default:
+				peers = append(peers, r)
+			}
 		}
 	}
 	return peers
 }
+
+// hazardPeersMax bounds compute.Dispatch.After.
+const hazardPeersMax = 16
