@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -97,8 +98,8 @@ func (p *Pool) Report(h Hazard) {
 	s.last = h
 	s.mu.Unlock()
 	p.cfg.Log.Warn("compute.hazard", "compute: pipeline hazard (a missing barrier: partial flush, end-of-pipe wait, or a wait on the dispatch's fence)",
-		"kind", hazardName(h.Kind), "slot", h.Slot, "vmid", h.VMID, "addr", h.Addr, "size", h.Size,
-		"by", h.By, "opcode", h.Opcode, "writer", h.Writer, "writer_run", h.WriterRun, "by_run", h.ByRun)
+		"kind", hazardName(h.Kind), "slot", h.Slot, "vmid", h.VMID, "addr", hex(h.Addr), "size", h.Size,
+		"by", hex(h.By), "opcode", hex(uint64(h.Opcode)), "writer", hex(h.Writer), "writer_run", h.WriterRun, "by_run", h.ByRun)
 }
 
 // Sanitizer returns what strict mode has named since New or the last Reset.
@@ -109,6 +110,8 @@ func (p *Pool) Sanitizer() HazardStats {
 	return HazardStats{Hazards: s.hazards.Load(), Last: s.last, Unrecorded: s.unrecorded.Load(),
 		StaleReads: s.stale.Load(), LastStale: s.lastStale}
 }
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
 func hazardName(k uint32) string {
 	switch k {

@@ -397,6 +397,8 @@ enum vt_res t_shader_retry_fault(struct vt_case *t)
 	vt_check(t, !ret && !bad, names[1], "%u of %u results wrong, the first out[%u] = %#x (want %#x)", bad,
 		 VT_RF_ITEMS, first, vgpu_bo_rd(c.backing, 4 * first), pattern + first % 64);
 	vgpu_vm_retry_get(j.vm, &st);
+	vt_note(t, "%u retry-fault IVs handled, %u mapped the page (the other work-items' faults replayed on it)",
+		st.handled, st.resolved);
 	vt_check(t, !ret && st.resolved >= 1 && READ_ONCE(c.calls) >= 1 &&
 		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) > retry0, names[2],
 		 "the handler resolved %u faults (%u resolver calls, RETRY_FAULTS %u -> %u), want at least one",
