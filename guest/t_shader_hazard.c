@@ -8,6 +8,7 @@
  */
 
 #include <linux/bitfield.h>
+#include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
@@ -30,6 +31,7 @@
 #define VT_RF_PROG_OFF		0x3000	/* in the job's code page (executable) */
 #define VT_RF_ARGS_OFF		0x2800
 #define VT_RF_ITEMS		256	/* 4 workgroups of 64 */
+#define VT_RF_EARLY		32	/* of them store into a mapped page */
 
 /* COPY_DATA of 32 bits from memory (through L2) to memory. */
 static unsigned int vt_copy_data(u32 *p, u64 src, u64 dst)
@@ -320,51 +322,86 @@ enum vt_res t_shader_l0_stale(struct vt_case *t)
 	return vt_hz_end(t, &h, res);
 }
 
-/* The fault handler's resolver: the lazy output page gets its backing page. */
+/* The fault handler's resolver: the lazy output page gets its backing page, once the case has
+ * looked at what the other work-items did meanwhile. */
 struct vt_rf {
 	struct vgpu_bo *backing;
 	u32 calls;
+	bool gate_timeout;
+	struct completion go;
 };
 
 static u64 vt_rf_resolve(struct vgpu_vm *vm, u64 va, bool write, void *arg)
 {
 	struct vt_rf *c = arg;
 
-	WRITE_ONCE(c->calls, c->calls + 1);
+	smp_store_release(&c->calls, c->calls + 1);
+	if (c->calls == 1 && !wait_for_completion_timeout(&c->go, msecs_to_jiffies(timeout_ms)))
+		c->gate_timeout = true;
 	if ((va & ~(u64)(VT_GPU_PAGE - 1)) != VT_RF_VA_OUT)
 		return 0;
 	return vt_vm_pte(c->backing->dma, true, VT_VM_RW);
 }
 
+/* Waits until out[0..n) in the mapped page hold in[] (the work-items that did not fault). */
+static bool vt_rf_early_done(struct vgpu_bo *early, u32 n, u32 pattern)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	u32 i;
+
+	for (;;) {
+		for (i = 0; i < n; i++) {
+			if (READ_ONCE(((u32 *)early->cpu)[(VT_GPU_PAGE - 4 * n) / 4 + i]) != pattern + i)
+				break;
+		}
+		if (i == n)
+			return true;
+		if (time_after(jiffies, deadline))
+			return false;
+		usleep_range(50, 100);
+	}
+}
+
 /*
- * A shader in VMID 11 (retry faults on) stores to a page no table maps: the store's work-item
- * parks, the IH handler's work item maps the page, invalidates and acknowledges the CAM entry,
- * the store replays, and the dispatch completes with every result right.
+ * A shader in VMID 11 (retry faults on) stores out[i] for 256 work-items (4 workgroups of 64);
+ * out[0..32) is in a mapped page, the rest in a page no table maps. The faulting work-items
+ * park; the driver holds the first fault until it has seen the first 32 results, made by the
+ * other work-items of the same workgroup meanwhile. Then its fault handler maps the page,
+ * invalidates and acknowledges the CAM entry, the stores replay, and the dispatch completes with
+ * every result right.
  */
 enum vt_res t_shader_retry_fault(struct vt_case *t)
 {
-	static const char *const names[] = { "dispatch_completes", "results", "fault_handled", "no_halt" };
+	static const char *const names[] = {
+		"fault_reaches_driver", "others_run_while_parked", "dispatch_completes", "results",
+		"fault_handled", "no_halt",
+	};
 	struct vgpu *vg = t->vg;
-	struct vgpu_bo *src = NULL;
+	struct vgpu_bo *src = NULL, *early = NULL;
 	struct vgpu_vm_job j = {};
 	struct vgpu_vm_retry_stats st;
 	struct vgpu_cp *cp;
 	struct vt_rf c = {};
-	u32 p[VT_SHADER_DW + 16], n, i, pattern, bad, first, retry0, state;
+	u32 p[VT_SHADER_DW + 16], n, i, pattern, bad, first, retry0, state, seq = 0, got, want = 0;
+	unsigned long deadline;
+	bool others = false;
 	u8 *code;
 	u64 prog, args;
 	int ret;
 
+	init_completion(&c.go);
 	vt_sub_begin(t, ARRAY_SIZE(names));
 	cp = vgpu_cp_get(t);
 	if (!cp)
 		return vt_cp_unavailable(t, names, ARRAY_SIZE(names));
 	vgpu_vm_latch_clear(vg);
 	src = vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false);
-	c.backing = src ? vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false) : NULL;
+	early = src ? vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false) : NULL;
+	c.backing = early ? vgpu_bo_alloc(t, cp, VT_GPU_PAGE, false) : NULL;
 	ret = c.backing ? 0 : -ENOMEM;
 	ret = ret ?: vgpu_vm_job_init(t, cp, &j, VT_RF_VMID, VT_RF_PASID, VT_VM_RETRY, vt_compute_slot(cp, 0, 7));
 	ret = ret ?: vgpu_vm_map_bo(t, j.vm, VT_VA_DATA, src, VGPU_PTE_READABLE_MASK);
+	ret = ret ?: vgpu_vm_map_bo(t, j.vm, VT_RF_VA_OUT - VT_GPU_PAGE, early, VT_VM_RW);
 	if (ret) {
 		vt_sub_fail_all(t, names, ARRAY_SIZE(names));
 		goto out;
@@ -379,35 +416,57 @@ enum vt_res t_shader_retry_fault(struct vt_case *t)
 	prog = VT_VA_CODE + VT_RF_PROG_OFF;
 	args = VT_VA_CODE + VT_RF_ARGS_OFF;
 	vt_arg64(j.code, VT_RF_ARGS_OFF + VGPU_SHADER_COPY_HOLD_ARG_IN, VT_VA_DATA);
-	vt_arg64(j.code, VT_RF_ARGS_OFF + VGPU_SHADER_COPY_HOLD_ARG_OUT, VT_RF_VA_OUT);
+	vt_arg64(j.code, VT_RF_ARGS_OFF + VGPU_SHADER_COPY_HOLD_ARG_OUT, VT_RF_VA_OUT - 4 * VT_RF_EARLY);
 	vt_arg64(j.code, VT_RF_ARGS_OFF + VGPU_SHADER_COPY_HOLD_ARG_HOLD_MS, 0);
 	retry0 = vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS);
-	vt_note(t, "VMID %u: %u work-items store to %#llx, which no page table maps; slot %u", VT_RF_VMID,
-		VT_RF_ITEMS, VT_RF_VA_OUT, j.ring->slot);
+	vt_note(t, "VMID %u: %u work-items store from %#llx on; only the first %u stores land in a mapped page; slot %u",
+		VT_RF_VMID, VT_RF_ITEMS, VT_RF_VA_OUT - 4 * VT_RF_EARLY, VT_RF_EARLY, j.ring->slot);
 
 	n = pm4_shader(p, prog, VGPU_SHADER_COPY_HOLD_SLOTS, 64, 1, 1, args);
 	n += pm4_dispatch_direct(p + n, VT_RF_ITEMS / 64, 1, 1);
-	ret = vgpu_vm_job_run(t, &j, p, n);
-	state = vgpu_hqd_state(vg, j.ring->slot);
-	vt_check(t, !ret, names[0], "%s", t->err);
-	for (i = 0, bad = 0, first = 0; i < VT_RF_ITEMS && !ret; i++) {
-		if (vgpu_bo_rd(c.backing, 4 * i) != pattern + i % 64 && !bad++)
-			first = i;
+	ret = vgpu_vm_job_emit(t, &j, p, n, &seq);
+	deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	while (!ret && !smp_load_acquire(&c.calls)) {
+		if (time_after(jiffies, deadline))
+			ret = vt_reason(t, -ETIMEDOUT, "no retry fault reached the driver in %u ms (RETRY_FAULTS %u)",
+					timeout_ms, vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS));
+		usleep_range(50, 100);
 	}
-	vt_check(t, !ret && !bad, names[1], "%u of %u results wrong, the first out[%u] = %#x (want %#x)", bad,
-		 VT_RF_ITEMS, first, vgpu_bo_rd(c.backing, 4 * first), pattern + first % 64);
+	vt_check(t, !ret, names[0], "%s", t->err);
+	/* The fault is held: the work-items that did not fault finish their stores meanwhile. */
+	if (!ret)
+		others = vt_rf_early_done(early, VT_RF_EARLY, pattern);
+	state = vgpu_hqd_state(vg, j.ring->slot);
+	vt_check(t, !ret && others, names[1],
+		 "%s; with the fault held, out[0..%u) %s (slot %u %s)", ret ? t->err : "fault held",
+		 VT_RF_EARLY, others ? "done" : "not all written", j.ring->slot, vgpu_state_name(state));
+	complete(&c.go);
+	ret = ret ?: vgpu_fence_wait(t, j.ring, seq);
+	state = vgpu_hqd_state(vg, j.ring->slot);
+	vt_check(t, !ret && !c.gate_timeout, names[2], "%s", ret ? t->err : "the driver's hold timed out");
+	for (i = 0, bad = 0, first = 0; i < VT_RF_ITEMS && !ret; i++) {
+		got = i < VT_RF_EARLY ? vgpu_bo_rd(early, VT_GPU_PAGE - 4 * VT_RF_EARLY + 4 * i) :
+					vgpu_bo_rd(c.backing, 4 * (i - VT_RF_EARLY));
+		if (got != pattern + i % 64 && !bad++) {
+			first = i;
+			want = got;
+		}
+	}
+	vt_check(t, !ret && !bad, names[3], "%u of %u results wrong, the first out[%u] = %#x (want %#x)", bad,
+		 VT_RF_ITEMS, first, bad ? want : 0, pattern + first % 64);
 	vgpu_vm_retry_get(j.vm, &st);
-	vt_note(t, "%u retry-fault IVs handled, %u mapped the page (the other work-items' faults replayed on it)",
+	vt_note(t, "%u retry-fault IVs handled, %u mapped the page (the other parked work-items replayed on it)",
 		st.handled, st.resolved);
-	vt_check(t, !ret && st.resolved >= 1 && READ_ONCE(c.calls) >= 1 &&
-		 vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) > retry0, names[2],
+	vt_check(t, !ret && st.resolved >= 1 && vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS) > retry0, names[4],
 		 "the handler resolved %u faults (%u resolver calls, RETRY_FAULTS %u -> %u), want at least one",
 		 st.resolved, READ_ONCE(c.calls), retry0, vgpu_rd(vg, VGPU_REG_VM_RETRY_FAULTS));
-	vt_check(t, state != VGPU_HQD_STATE_HALTED, names[3], "slot %u is %s", j.ring->slot, vgpu_state_name(state));
+	vt_check(t, state != VGPU_HQD_STATE_HALTED, names[5], "slot %u is %s", j.ring->slot, vgpu_state_name(state));
 out:
+	complete(&c.go); /* the work item never waits on a case that has gone */
 	vgpu_vm_job_fini(t, &j);
 	vgpu_vm_latch_clear(vg);
 	vgpu_bo_free(cp, c.backing);
+	vgpu_bo_free(cp, early);
 	vgpu_bo_free(cp, src);
 	return vt_cp_end(t, cp);
 }
