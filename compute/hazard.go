@@ -12,14 +12,14 @@ import (
 // The pipeline-hazard sanitizer's compute half (strict mode, docs/shader.md "Sanitizer").
 //
 // A run started in strict mode records the bytes its work-items have written so far (stores
-// and atomics, after the memory accepted them): a writeSet of merged ranges. Bytes, not
-// cache lines: a packet reading a neighbour of what a dispatch wrote in the same line is no
-// hazard, and no report may be a false one. Whoever
-// is not ordered after the run — the CP's packets of the same queue, a later dispatch of that
-// queue (Dispatch.After) — asks it, while it is in flight, whether an access touches one of
-// those lines; if so that is a hazard that happened: the write was made, the run had not ended,
-// and nothing in between waited for it. A write the run has not made yet is never named. A run
-// started with strict mode off records nothing and its checks are a nil test.
+// and atomics, after the memory accepted them): a writeSet of merged ranges. Bytes, not cache
+// lines: a packet reading a neighbour of what a dispatch wrote in the same line is no hazard,
+// and no report may be a false one. Whoever is not ordered after the run — the CP's packets of
+// the same queue, a later dispatch of that queue (Dispatch.After) — asks it, while it is in
+// flight, whether an access touches those bytes; if so that is a hazard that happened: the
+// write was made, the run had not ended, and nothing in between waited for it. A write the
+// run has not made yet is never named. A run started with strict mode off records nothing and
+// its checks are a nil test.
 
 // HazardSpans bounds the disjoint ranges a run's write record holds (16 bytes each): a write
 // that would need more is not recorded (it is not named: no false report; HazardStats.Unrecorded
