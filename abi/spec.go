@@ -231,6 +231,7 @@ var Blocks = []Block{
 			{Name: "ENGINE_RESETS", Offset: 0x24, Access: RO, Doc: "Engine resets completed since power-on (one per engine reset)."},
 		},
 	},
+	shaderBlock,
 	{
 		Name: "HQD", Base: 0x1000, Size: 0x100 * 17, Count: 17, Stride: 0x100,
 		Doc: "Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE.",

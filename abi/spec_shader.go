@@ -5,7 +5,43 @@ package abi
 // host — the entry state, the helper calls, where the stack lives, and the errors that end a
 // dispatch — is vgpu's, defined here and specified in docs/shader.md.
 
+// shaderBlock is strict mode's sanitizer for shaders: pipeline hazards and stale L0 reads.
+var shaderBlock = Block{
+	Name: "SHADER", Base: 0x0900, Size: 0x100,
+	Doc: "Shader sanitizer (strict mode, L2_CNTL.STRICT; docs/shader.md \"Sanitizer\"): pipeline hazards and stale L0 reads, counted since reset, the last of each named.",
+	Registers: []Register{
+		{Name: "HAZARDS", Offset: 0x00, Access: RO, Doc: "Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to bytes an in-flight dispatch of the same queue had written, with no barrier in between; each access counts once."},
+		{Name: "HAZARD_INFO", Offset: 0x04, Access: RO, Doc: "The last hazard.", Fields: []Field{
+			{Name: "KIND", Shift: 0, Width: 4, Doc: "A SHADER_HAZARD_* value."},
+			{Name: "SLOT", Shift: 8, Width: 8, Doc: "Hardware queue slot of both parties."},
+			{Name: "VMID", Shift: 16, Width: 4, Doc: "Their address space."},
+			{Name: "OPCODE", Shift: 24, Width: 8, Doc: "The accessing packet's PM4 opcode (PACKET_* kinds; 0 for a dispatch's own access)."},
+		}},
+		{Name: "HAZARD_ADDR_LO", Offset: 0x08, Access: RO, Doc: "First byte of the access that the dispatch had written (GPU virtual address), low 32 bits."},
+		{Name: "HAZARD_ADDR_HI", Offset: 0x0C, Access: RO},
+		{Name: "HAZARD_SIZE", Offset: 0x10, Access: RO, Doc: "Bytes of the access from HAZARD_ADDR on that the dispatch had written (the first such range)."},
+		{Name: "HAZARD_BY_LO", Offset: 0x14, Access: RO, Doc: "GPU address of the packet that made the access; for a dispatch's own load or store, its DISPATCH packet. Low 32 bits."},
+		{Name: "HAZARD_BY_HI", Offset: 0x18, Access: RO},
+		{Name: "HAZARD_WRITER_LO", Offset: 0x1C, Access: RO, Doc: "GPU address of the DISPATCH packet of the in-flight dispatch that had written the memory, low 32 bits."},
+		{Name: "HAZARD_WRITER_HI", Offset: 0x20, Access: RO},
+		{Name: "STALE_READS", Offset: 0x24, Access: RO, Doc: "Loads a compute unit's L0 served with data the L2 no longer holds (a missing GL0/GLV invalidation)."},
+		{Name: "STALE_INFO", Offset: 0x28, Access: RO, Doc: "The last stale L0 read.", Fields: []Field{
+			{Name: "SLOT", Shift: 8, Width: 8, Doc: "Hardware queue slot of the dispatch."},
+			{Name: "VMID", Shift: 16, Width: 4},
+		}},
+		{Name: "STALE_ADDR_LO", Offset: 0x2C, Access: RO, Doc: "Its GPU virtual address, low 32 bits."},
+		{Name: "STALE_ADDR_HI", Offset: 0x30, Access: RO},
+	},
+}
+
 var shaderGroups = []ConstGroup{
+	{Prefix: "SHADER_HAZARD_", Doc: "What the second party of a pipeline hazard did (SHADER_HAZARD_INFO.KIND).", Consts: consts(
+		c("NONE", 0, "No hazard named yet."),
+		c("PACKET_READ", 1, "A packet read memory the dispatch had written (COPY_DATA, DMA_DATA, a built-in kernel, a program or DISPATCH_INDIRECT fetch...)."),
+		c("PACKET_WRITE", 2, "A packet wrote memory the dispatch had written (WRITE_DATA, COPY_DATA, DMA_DATA, RELEASE_MEM data...)."),
+		c("DISPATCH_READ", 3, "A later dispatch of the queue loaded memory the dispatch had written."),
+		c("DISPATCH_WRITE", 4, "A later dispatch of the queue stored to (or did an atomic on) memory the dispatch had written."),
+	)},
 	{Prefix: "IH_SRC_SHADER_", Doc: "Shader interrupts (IH_CLIENT_GRBM_CP; vgpu's source ids). DW0 ring id and VMID, DW3 PASID as for every IV.", Consts: consts(
 		c("TRAP", 0xF2, "HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0."),
 		c("ERROR", 0xF3, "A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0."),

@@ -257,6 +257,52 @@ const (
 	REG_CP_ENGINE_RESET_STATUS = 0x820
 	// REG_CP_ENGINE_RESETS RO. Engine resets completed since power-on (one per engine reset).
 	REG_CP_ENGINE_RESETS = 0x824
+	// BLOCK_SHADER_BASE Shader sanitizer (strict mode, L2_CNTL.STRICT; docs/shader.md "Sanitizer"): pipeline hazards and stale L0 reads, counted since reset, the last of each named.
+	BLOCK_SHADER_BASE = 0x900
+	BLOCK_SHADER_SIZE = 0x100
+	// REG_SHADER_HAZARDS RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to bytes an in-flight dispatch of the same queue had written, with no barrier in between; each access counts once.
+	REG_SHADER_HAZARDS = 0x900
+	// REG_SHADER_HAZARD_INFO RO. The last hazard.
+	REG_SHADER_HAZARD_INFO = 0x904
+	// REG_SHADER_HAZARD_INFO__KIND__SHIFT A SHADER_HAZARD_* value.
+	REG_SHADER_HAZARD_INFO__KIND__SHIFT = 0x0
+	REG_SHADER_HAZARD_INFO__KIND_MASK   = 0xf
+	// REG_SHADER_HAZARD_INFO__SLOT__SHIFT Hardware queue slot of both parties.
+	REG_SHADER_HAZARD_INFO__SLOT__SHIFT = 0x8
+	REG_SHADER_HAZARD_INFO__SLOT_MASK   = 0xff00
+	// REG_SHADER_HAZARD_INFO__VMID__SHIFT Their address space.
+	REG_SHADER_HAZARD_INFO__VMID__SHIFT = 0x10
+	REG_SHADER_HAZARD_INFO__VMID_MASK   = 0xf0000
+	// REG_SHADER_HAZARD_INFO__OPCODE__SHIFT The accessing packet's PM4 opcode (PACKET_* kinds; 0 for a dispatch's own access).
+	REG_SHADER_HAZARD_INFO__OPCODE__SHIFT = 0x18
+	REG_SHADER_HAZARD_INFO__OPCODE_MASK   = 0xff000000
+	// REG_SHADER_HAZARD_ADDR_LO RO. First byte of the access that the dispatch had written (GPU virtual address), low 32 bits.
+	REG_SHADER_HAZARD_ADDR_LO = 0x908
+	// REG_SHADER_HAZARD_ADDR_HI RO.
+	REG_SHADER_HAZARD_ADDR_HI = 0x90c
+	// REG_SHADER_HAZARD_SIZE RO. Bytes of the access from HAZARD_ADDR on that the dispatch had written (the first such range).
+	REG_SHADER_HAZARD_SIZE = 0x910
+	// REG_SHADER_HAZARD_BY_LO RO. GPU address of the packet that made the access; for a dispatch's own load or store, its DISPATCH packet. Low 32 bits.
+	REG_SHADER_HAZARD_BY_LO = 0x914
+	// REG_SHADER_HAZARD_BY_HI RO.
+	REG_SHADER_HAZARD_BY_HI = 0x918
+	// REG_SHADER_HAZARD_WRITER_LO RO. GPU address of the DISPATCH packet of the in-flight dispatch that had written the memory, low 32 bits.
+	REG_SHADER_HAZARD_WRITER_LO = 0x91c
+	// REG_SHADER_HAZARD_WRITER_HI RO.
+	REG_SHADER_HAZARD_WRITER_HI = 0x920
+	// REG_SHADER_STALE_READS RO. Loads a compute unit's L0 served with data the L2 no longer holds (a missing GL0/GLV invalidation).
+	REG_SHADER_STALE_READS = 0x924
+	// REG_SHADER_STALE_INFO RO. The last stale L0 read.
+	REG_SHADER_STALE_INFO = 0x928
+	// REG_SHADER_STALE_INFO__SLOT__SHIFT Hardware queue slot of the dispatch.
+	REG_SHADER_STALE_INFO__SLOT__SHIFT = 0x8
+	REG_SHADER_STALE_INFO__SLOT_MASK   = 0xff00
+	REG_SHADER_STALE_INFO__VMID__SHIFT = 0x10
+	REG_SHADER_STALE_INFO__VMID_MASK   = 0xf0000
+	// REG_SHADER_STALE_ADDR_LO RO. Its GPU virtual address, low 32 bits.
+	REG_SHADER_STALE_ADDR_LO = 0x92c
+	// REG_SHADER_STALE_ADDR_HI RO.
+	REG_SHADER_STALE_ADDR_HI = 0x930
 	// BLOCK_HQD_BASE Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE.
 	BLOCK_HQD_BASE  = 0x1000
 	BLOCK_HQD_SIZE  = 0x1100
@@ -1903,6 +1949,16 @@ const (
 	IH_SRC_MES_ERROR = 0xf0
 	// IH_SRC_MES_QUEUE_HUNG A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID.
 	IH_SRC_MES_QUEUE_HUNG = 0xf1
+	// SHADER_HAZARD_NONE No hazard named yet.
+	SHADER_HAZARD_NONE = 0x0
+	// SHADER_HAZARD_PACKET_READ A packet read memory the dispatch had written (COPY_DATA, DMA_DATA, a built-in kernel, a program or DISPATCH_INDIRECT fetch...).
+	SHADER_HAZARD_PACKET_READ = 0x1
+	// SHADER_HAZARD_PACKET_WRITE A packet wrote memory the dispatch had written (WRITE_DATA, COPY_DATA, DMA_DATA, RELEASE_MEM data...).
+	SHADER_HAZARD_PACKET_WRITE = 0x2
+	// SHADER_HAZARD_DISPATCH_READ A later dispatch of the queue loaded memory the dispatch had written.
+	SHADER_HAZARD_DISPATCH_READ = 0x3
+	// SHADER_HAZARD_DISPATCH_WRITE A later dispatch of the queue stored to (or did an atomic on) memory the dispatch had written.
+	SHADER_HAZARD_DISPATCH_WRITE = 0x4
 	// IH_SRC_SHADER_TRAP HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0.
 	IH_SRC_SHADER_TRAP = 0xf2
 	// IH_SRC_SHADER_ERROR A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0.
@@ -2083,6 +2139,19 @@ var RegisterNames = map[uint32]string{
 	0x81c:   "REG_CP_ENGINE_RESET",
 	0x820:   "REG_CP_ENGINE_RESET_STATUS",
 	0x824:   "REG_CP_ENGINE_RESETS",
+	0x900:   "REG_SHADER_HAZARDS",
+	0x904:   "REG_SHADER_HAZARD_INFO",
+	0x908:   "REG_SHADER_HAZARD_ADDR_LO",
+	0x90c:   "REG_SHADER_HAZARD_ADDR_HI",
+	0x910:   "REG_SHADER_HAZARD_SIZE",
+	0x914:   "REG_SHADER_HAZARD_BY_LO",
+	0x918:   "REG_SHADER_HAZARD_BY_HI",
+	0x91c:   "REG_SHADER_HAZARD_WRITER_LO",
+	0x920:   "REG_SHADER_HAZARD_WRITER_HI",
+	0x924:   "REG_SHADER_STALE_READS",
+	0x928:   "REG_SHADER_STALE_INFO",
+	0x92c:   "REG_SHADER_STALE_ADDR_LO",
+	0x930:   "REG_SHADER_STALE_ADDR_HI",
 	0x1000:  "REG_HQD0_ACTIVE",
 	0x1004:  "REG_HQD0_VMID",
 	0x1008:  "REG_HQD0_PQ_BASE_LO",

@@ -36,6 +36,9 @@ type laneMem struct {
 	c   *l0
 	acc engine.Access
 	run *Run
+	// The last store the sanitizer recorded, and the record's generation then (hazard.go).
+	lastAddr, lastGen uint64
+	lastSize          int
 }
 
 var _ shader.Memory = (*laneMem)(nil)
@@ -43,6 +46,9 @@ var _ shader.Memory = (*laneMem)(nil)
 func (m *laneMem) Load(addr uint64, size int) (uint64, error) {
 	if m.run.killed.Load() {
 		return 0, ErrKilled
+	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, false)
 	}
 	c := m.c
 	line := addr &^ (LineBytes - 1)
@@ -86,10 +92,16 @@ func (m *laneMem) Store(addr uint64, size int, v uint64) error {
 	if m.run.killed.Load() {
 		return ErrKilled
 	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, true)
+	}
 	var b [8]byte
 	put(b[:], size, v)
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return err
+	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, size)
 	}
 	m.c.update(m.acc.VMID, addr, size, v)
 	return nil
@@ -103,6 +115,9 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	p := m.c.p
 	if m.run.killed.Load() {
 		return 0, ErrKilled
+	}
+	if m.run.after != nil {
+		m.checkAfter(addr, size, true)
 	}
 	p.atomicMu.Lock()
 	defer p.atomicMu.Unlock()
@@ -123,6 +138,9 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 	if err := p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return 0, err
 	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, size)
+	}
 	m.c.update(m.acc.VMID, addr, size, nv)
 	return old, nil
 }
@@ -131,9 +149,14 @@ var _ shader.RangeMemory = (*laneMem)(nil)
 
 // LoadRange is a wave's coalesced load: the lines the L0 holds are served from it (checked in
 // strict mode), each run of missing lines is read with one access and filled.
-func (m *laneMem) LoadRange(addr uint64, p []byte) error {
+func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 	if m.run.killed.Load() {
 		return ErrKilled
+	}
+	if m.run.after != nil {
+		for o := 0; o < len(p); o += size { // each work-item's access, as the sanitizer names them
+			m.checkAfter(addr+uint64(o), size, false)
+		}
 	}
 	c := m.c
 	gen := c.p.l0Gen.Load()
@@ -198,12 +221,20 @@ func (m *laneMem) LoadRange(addr uint64, p []byte) error {
 
 // StoreRange is a wave's coalesced store: one write through to the L2, then the lines the L0
 // holds follow.
-func (m *laneMem) StoreRange(addr uint64, p []byte) error {
+func (m *laneMem) StoreRange(addr uint64, p []byte, size int) error {
 	if m.run.killed.Load() {
 		return ErrKilled
 	}
+	if m.run.after != nil {
+		for o := 0; o < len(p); o += size {
+			m.checkAfter(addr+uint64(o), size, true)
+		}
+	}
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, p); err != nil {
 		return err
+	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, len(p))
 	}
 	c := m.c
 	gen := c.p.l0Gen.Load()

@@ -44,6 +44,7 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	stats poolStats
+	san   sanitizer // strict mode's hazards and stale reads (hazard.go)
 }
 
 type poolStats struct {
@@ -102,6 +103,7 @@ func (p *Pool) Close() {
 func (p *Pool) Reset(timeout time.Duration) bool {
 	runs := p.killAll()
 	p.InvalidateL0()
+	p.san.reset()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for _, r := range runs {
@@ -157,6 +159,7 @@ func (p *Pool) strict() bool { return p.cfg.Strict != nil && p.cfg.Strict() }
 func (p *Pool) staleRead(r *Run, addr, cached, now uint64) {
 	p.stats.stale.Add(1)
 	r.stale.Add(1)
+	p.san.noteStale(r, addr)
 	p.cfg.Log.Warn("compute.stale", "compute: stale L0 read (a missing GL0 invalidation?)",
 		"slot", r.d.Slot, "vmid", r.d.VMID, "addr", addr, "cached", cached, "memory", now)
 }

@@ -30,6 +30,12 @@ type Dispatch struct {
 	PASID     uint16
 	// Resume continues a preempted dispatch of the same shape (Run.Result's Saved).
 	Resume *Saved
+	// Packet is the address of the packet that started the dispatch (hazard reports name it).
+	// After are the runs of the same queue still in flight when it starts, with nothing
+	// ordering it after them: in strict mode its loads and stores are checked against what
+	// they wrote (compute/hazard.go).
+	Packet uint64
+	After  []*Run
 	// OnEnd (optional) is called once the run has ended (after Done is closed), from a CU
 	// goroutine or the caller of Start, Preempt or Kill: it must not block.
 	OnEnd func()
@@ -79,6 +85,12 @@ type Run struct {
 
 	executed atomic.Uint64
 	stale    atomic.Uint64
+
+	// The sanitizer (hazard.go): the run's sequence number; in strict mode its write record
+	// and the earlier runs its accesses are checked against.
+	id     uint64
+	writes *writeSet
+	after  []*Run
 }
 
 // Start begins a dispatch; its workgroups run on the CUs while the caller goes on. A shape
@@ -101,6 +113,7 @@ func (p *Pool) Start(d Dispatch) (*Run, error) {
 		r.next = s.Next
 		r.resume = append([]SavedGroup(nil), s.Groups...)
 	}
+	r.startTracking()
 	p.stats.dispatches.Add(1)
 	p.track(r)
 	if !r.more() {

@@ -89,6 +89,20 @@ func (q *queue) readAs(a engine.Access, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
+	q.hazardCheck(a, va, uint64(len(p)), false)
+	return q.readChecked(a, va, p)
+}
+
+// readPoll is a WAIT_REG_MEM's poll of memory: a synchronisation, never a hazard (hazard.go).
+func (q *queue) readPoll(bypass bool, va uint64, p []byte) error {
+	if !q.open() {
+		return errRevoked
+	}
+	return q.readChecked(q.access(bypass), va, p)
+}
+
+// readChecked is a read call out once the gate is checked.
+func (q *queue) readChecked(a engine.Access, va uint64, p []byte) error {
 	if err := q.mem.Read(a, va, p); err != nil {
 		return q.memError(err, a, va, p, false)
 	}
@@ -119,6 +133,7 @@ func (q *queue) writeAs(a engine.Access, va uint64, p []byte) error {
 	if !q.open() {
 		return errRevoked
 	}
+	q.hazardCheck(a, va, uint64(len(p)), true)
 	if err := q.mem.Write(a, va, p); err != nil {
 		return q.memError(err, a, va, p, true)
 	}
@@ -185,6 +200,8 @@ func (q *queue) copyVia(c engine.Copier, bypass bool, dst, src, n uint64) error 
 		return errRevoked
 	}
 	a := q.access(bypass)
+	q.hazardCheck(a, src, n, false)
+	q.hazardCheck(a, dst, n, true)
 	err := c.Copy(a, dst, src, n)
 	for err != nil {
 		var r engine.Retrier

@@ -470,10 +470,14 @@ type waitCond struct {
 func (w *waitCond) eval(q *queue) (bool, error) {
 	var v uint32
 	if w.mem {
-		if err := q.read(w.bypass, w.addr, q.scratch[:4]); err != nil {
+		if err := q.readPoll(w.bypass, w.addr, q.scratch[:4]); err != nil {
 			return false, err
 		}
 		v = le32(q.scratch[:])
+		if compare(w.fn, v&w.mask, w.ref&w.mask) {
+			q.hazardAcquire(q.curVMID(), w.addr) // a wait on a dispatch's own fence orders it
+			return true, nil
+		}
 	} else {
 		var err error
 		if v, err = q.readReg(w.reg); err != nil {

@@ -134,7 +134,7 @@ func (q *queue) dispatchShader(x, y, z uint32) error {
 	}
 	desc := SavedDispatch{Program: s.pgm, Slots: s.pgmSlots, CodeHash: q.lastProg.hash, Groups: [3]uint32{x, y, z},
 		GroupSize: s.threads, Start: s.start, Stack: s.stack, Args: addr64(q.userData[0], q.userData[1]), VMID: q.curVMID()}
-	run, err := q.startShader(prog, &desc, nil)
+	run, err := q.startShader(prog, &desc, nil, q.streams[q.level].addr(q.streams[q.level].pos))
 	if err != nil {
 		return badPacket("DISPATCH: " + err.Error())
 	}
@@ -144,11 +144,17 @@ func (q *queue) dispatchShader(x, y, z uint32) error {
 }
 
 // startShader starts d's dispatch on the compute units (resumed from saved if not nil).
-func (q *queue) startShader(prog *shader.Program, d *SavedDispatch, saved *compute.Saved) (*compute.Run, error) {
-	return q.c.compute.Start(compute.Dispatch{
+func (q *queue) startShader(prog *shader.Program, d *SavedDispatch, saved *compute.Saved, packet uint64) (*compute.Run, error) {
+	cd := compute.Dispatch{
 		Program: prog, Groups: d.Groups, GroupSize: d.GroupSize, Start: d.Start, Args: d.Args, Stack: int(d.Stack),
 		VMID: d.VMID, Slot: q.slot, RingID: q.ringID, Resume: saved, OnEnd: q.signal,
-	})
+	}
+	if saved == nil {
+		// The sanitizer (hazard.go) checks a new dispatch against the queue's others; a
+		// resumed one is not checked (its writes before the save were not recorded).
+		cd.Packet, cd.After = packet, q.hazardPeers()
+	}
+	return q.c.compute.Start(cd)
 }
 
 // loadProgram fetches COMPUTE_PGM (an instruction fetch in the packet's address space) and

@@ -151,7 +151,7 @@ func (q *queue) restoreShaders() error {
 		if err != nil {
 			return csaError(abi.SHADER_CSA_ERR_CORRUPT, a, err.Error())
 		}
-		run, err := q.startShader(prog, &d, st)
+		run, err := q.startShader(prog, &d, st, 0)
 		if err != nil {
 			return csaError(abi.SHADER_CSA_ERR_CORRUPT, a, err.Error())
 		}

@@ -14,6 +14,7 @@ func (d *Device) claims() []bars.Claim {
 	owners["ID"] = blockOwner{Read: d.readID}
 	owners["SCRATCH"] = storage(&d.scratch)
 	owners["SELFTEST"] = blockOwner{Read: d.selftest.read, Write: d.selftest.write}
+	owners["SHADER"] = blockOwner{Read: d.readShader}
 	var claims []bars.Claim
 	for _, b := range abi.Blocks {
 		o, ok := owners[b.Name]
@@ -72,6 +73,45 @@ func (d *Device) readID(off uint32) uint32 {
 		return uint32(d.doorbells.Count())
 	case abi.REG_ID_COMPUTE_UNITS:
 		return uint32(d.computeUnits())
+	}
+	return 0
+}
+
+// readShader is the SHADER block: what strict mode's sanitizer named (compute.Pool.Sanitizer).
+func (d *Device) readShader(off uint32) uint32 {
+	s := d.gpu.cus.Sanitizer()
+	h, st := &s.Last, &s.LastStale
+	switch off + abi.BLOCK_SHADER_BASE {
+	case abi.REG_SHADER_HAZARDS:
+		return uint32(s.Hazards)
+	case abi.REG_SHADER_HAZARD_INFO:
+		return h.Kind<<abi.REG_SHADER_HAZARD_INFO__KIND__SHIFT&abi.REG_SHADER_HAZARD_INFO__KIND_MASK |
+			uint32(h.Slot)<<abi.REG_SHADER_HAZARD_INFO__SLOT__SHIFT&abi.REG_SHADER_HAZARD_INFO__SLOT_MASK |
+			uint32(h.VMID)<<abi.REG_SHADER_HAZARD_INFO__VMID__SHIFT&abi.REG_SHADER_HAZARD_INFO__VMID_MASK |
+			h.Opcode<<abi.REG_SHADER_HAZARD_INFO__OPCODE__SHIFT&abi.REG_SHADER_HAZARD_INFO__OPCODE_MASK
+	case abi.REG_SHADER_HAZARD_ADDR_LO:
+		return uint32(h.Addr)
+	case abi.REG_SHADER_HAZARD_ADDR_HI:
+		return uint32(h.Addr >> 32)
+	case abi.REG_SHADER_HAZARD_SIZE:
+		return uint32(min(h.Size, 0xFFFFFFFF))
+	case abi.REG_SHADER_HAZARD_BY_LO:
+		return uint32(h.By)
+	case abi.REG_SHADER_HAZARD_BY_HI:
+		return uint32(h.By >> 32)
+	case abi.REG_SHADER_HAZARD_WRITER_LO:
+		return uint32(h.Writer)
+	case abi.REG_SHADER_HAZARD_WRITER_HI:
+		return uint32(h.Writer >> 32)
+	case abi.REG_SHADER_STALE_READS:
+		return uint32(s.StaleReads)
+	case abi.REG_SHADER_STALE_INFO:
+		return uint32(st.Slot)<<abi.REG_SHADER_STALE_INFO__SLOT__SHIFT&abi.REG_SHADER_STALE_INFO__SLOT_MASK |
+			uint32(st.VMID)<<abi.REG_SHADER_STALE_INFO__VMID__SHIFT&abi.REG_SHADER_STALE_INFO__VMID_MASK
+	case abi.REG_SHADER_STALE_ADDR_LO:
+		return uint32(st.Addr)
+	case abi.REG_SHADER_STALE_ADDR_HI:
+		return uint32(st.Addr >> 32)
 	}
 	return 0
 }

@@ -32,6 +32,11 @@ enum vt_res t_shader_atomics(struct vt_case *t);
 enum vt_res t_shader_ids_2d(struct vt_case *t);
 enum vt_res t_shader_bad(struct vt_case *t);
 
+/* t_shader_hazard.c */
+enum vt_res t_shader_hazard(struct vt_case *t);
+enum vt_res t_shader_l0_stale(struct vt_case *t);
+enum vt_res t_shader_retry_fault(struct vt_case *t);
+
 /* t_hang.c */
 enum vt_res t_hang_queue_reset(struct vt_case *t);
 enum vt_res t_hang_engine_reset(struct vt_case *t);

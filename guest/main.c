@@ -104,6 +104,9 @@ static const struct vt_def {
 	{ "shader_bad", t_shader_bad },
 	{ "shader_preempt", t_shader_preempt },
 	{ "shader_endless", t_shader_endless },
+	{ "shader_hazard", t_shader_hazard },
+	{ "shader_l0_stale", t_shader_l0_stale },
+	{ "shader_retry_fault", t_shader_retry_fault },
 };
 
 /*

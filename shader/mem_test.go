@@ -57,7 +57,7 @@ type traps struct{ codes []uint32 }
 
 func (t *traps) Trap(l *Lane, pc int, code uint32) { t.codes = append(t.codes, code) }
 
-func (m *flatMem) LoadRange(addr uint64, p []byte) error {
+func (m *flatMem) LoadRange(addr uint64, p []byte, _ int) error {
 	b, err := m.at(addr, len(p))
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func (m *flatMem) LoadRange(addr uint64, p []byte) error {
 	return nil
 }
 
-func (m *flatMem) StoreRange(addr uint64, p []byte) error {
+func (m *flatMem) StoreRange(addr uint64, p []byte, _ int) error {
 	b, err := m.at(addr, len(p))
 	if err != nil {
 		return err

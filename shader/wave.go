@@ -11,8 +11,10 @@ import (
 // GPU's memory pipeline does). A failed access has had no effect, or, for a store, may have
 // written a prefix of the range that the work-items' own stores then write again.
 type RangeMemory interface {
-	LoadRange(addr uint64, p []byte) error
-	StoreRange(addr uint64, p []byte) error
+	// LoadRange and StoreRange access len(p)/size consecutive elements of size bytes (the
+	// work-items' own accesses, which a checker may want to see one by one).
+	LoadRange(addr uint64, p []byte, size int) error
+	StoreRange(addr uint64, p []byte, size int) error
 }
 
 // RunWave executes work-items in lockstep: all are at one PC, ready, on one program and
@@ -266,7 +268,7 @@ func waveLoad(ls []*Lane, in *insn, rm RangeMemory) bool {
 		buf := getWaveBuf()
 		defer putWaveBuf(buf)
 		b := buf[:len(ls)*size]
-		if err := rm.LoadRange(first, b); err != nil {
+		if err := rm.LoadRange(first, b, size); err != nil {
 			return false
 		}
 		for i, l := range ls {
@@ -308,7 +310,7 @@ func waveStore(ls []*Lane, in *insn, rm RangeMemory) bool {
 		for i, l := range ls {
 			putLE(b[i*size:], size, l.Regs[in.src])
 		}
-		return rm.StoreRange(first, b) == nil
+		return rm.StoreRange(first, b, size) == nil
 	}
 	for _, l := range ls {
 		if mem.Store(l.Regs[in.dst]+uint64(int64(in.off)), size, l.Regs[in.src]) != nil {

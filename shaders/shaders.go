@@ -17,7 +17,7 @@ type Shader struct {
 
 // All is every shader, in the header's order.
 func All() []Shader {
-	return []Shader{VectorAdd(), AtomicSum(), IDs2D(), SpinSum()}
+	return []Shader{VectorAdd(), AtomicSum(), IDs2D(), SpinSum(), CopyHold()}
 }
 
 // VectorAdd: out[i] = a[i] + b[i] for 32-bit elements, i the global id in X.
@@ -117,6 +117,34 @@ func SpinSum() Shader {
 			asm.Add.Reg(asm.R5, asm.R2),
 			asm.StoreMem(asm.R5, 0, asm.R4, asm.DWord),
 			asm.Return(),
+		},
+	}
+}
+
+// CopyHold: out[i] = in[l] (u32), i the global id in X and l the local linear id, then the
+// work-item sleeps hold_ms times 1 ms before it exits: a dispatch still in flight after its
+// writes (the sanitizer's guest cases), whose every workgroup reads the same in[0..size).
+func CopyHold() Shader {
+	return Shader{
+		Name: "copy_hold", Doc: "out[i] = in[l] (u32), i = the global id in X, l = the local linear id; then sleep hold_ms x 1 ms.",
+		Args: []string{"in", "out", "hold_ms"},
+		Insns: asm.Instructions{
+			asm.Mov.Reg(asm.R6, asm.R1), // the argument pointer (a helper call sets R0 only, but keep R1 free)
+			asm.LSh.Imm(asm.R5, 2),
+			asm.LSh.Imm(asm.R2, 2),
+			asm.LoadMem(asm.R3, asm.R6, 0, asm.DWord),
+			asm.Add.Reg(asm.R3, asm.R5),
+			asm.LoadMem(asm.R3, asm.R3, 0, asm.Word),
+			asm.LoadMem(asm.R4, asm.R6, 8, asm.DWord),
+			asm.Add.Reg(asm.R4, asm.R2),
+			asm.StoreMem(asm.R4, 0, asm.R3, asm.Word),
+			asm.LoadMem(asm.R7, asm.R6, 16, asm.DWord),
+			asm.Mov.Imm(asm.R1, 1000000).WithSymbol("hold"), // 1 ms
+			asm.JEq.Imm(asm.R7, 0, "done"),
+			asm.BuiltinFunc(abi.SHADER_HELPER_SLEEP).Call(),
+			asm.Sub.Imm(asm.R7, 1),
+			asm.Ja.Label("hold"),
+			asm.Return().WithSymbol("done"),
 		},
 	}
 }

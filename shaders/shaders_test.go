@@ -131,4 +131,38 @@ func TestShadersCompute(t *testing.T) {
 			}
 		}
 	}
+	// copy_hold without holding: every workgroup of 4 copies in[0..4).
+	const cin, cout = base + 0x2000, base + 0x2100
+	mem.Store(args, 8, cin)
+	mem.Store(args+8, 8, cout)
+	mem.Store(args+16, 8, 0)
+	for i := range uint64(4) {
+		mem.Store(cin+4*i, 4, 100+i)
+	}
+	for i := range uint64(8) {
+		d := one(i, 0, [3]uint64{4, 1, 1}, [3]uint64{2, 1, 1})
+		d.Linear = i % 4
+		run(CopyHold(), d)
+	}
+	for i := range uint64(8) {
+		if got, _ := mem.Load(cout+4*i, 4); got != 100+i%4 {
+			t.Fatalf("copy_hold out[%d] = %d, want %d", i, got, 100+i%4)
+		}
+	}
+	// copy_hold with hold_ms 2: two sleeps of 1 ms, then exit.
+	mem.Store(args+16, 8, 2)
+	p, _, err := shader.Build(CopyHold().Insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := shader.NewLane(p, mem, nil, args, one(0, 0, [3]uint64{1, 1, 1}, [3]uint64{1, 1, 1}), make([]byte, abi.SHADER_STACK_DEFAULT))
+	for k := range 3 {
+		st, err := l.Run(1 << 20)
+		if want := map[bool]shader.Stop{true: shader.Exited, false: shader.Sleeping}[k == 2]; st != want || err != nil {
+			t.Fatalf("copy_hold turn %d: %v %v, want %v", k, st, err, want)
+		}
+		if k < 2 && l.SleepNS != 1000000 {
+			t.Fatalf("copy_hold sleeps %d ns, want 1 ms", l.SleepNS)
+		}
+	}
 }

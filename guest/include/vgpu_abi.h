@@ -256,6 +256,52 @@
 #define VGPU_REG_CP_ENGINE_RESET_STATUS 0x820ULL
 /* RO. Engine resets completed since power-on (one per engine reset). */
 #define VGPU_REG_CP_ENGINE_RESETS 0x824ULL
+/* Shader sanitizer (strict mode, L2_CNTL.STRICT; docs/shader.md "Sanitizer"): pipeline hazards and stale L0 reads, counted since reset, the last of each named. */
+#define VGPU_BLOCK_SHADER_BASE 0x900ULL
+#define VGPU_BLOCK_SHADER_SIZE 0x100ULL
+/* RO. Pipeline hazards named: accesses (a packet's, or a later dispatch's load or store) to bytes an in-flight dispatch of the same queue had written, with no barrier in between; each access counts once. */
+#define VGPU_REG_SHADER_HAZARDS 0x900ULL
+/* RO. The last hazard. */
+#define VGPU_REG_SHADER_HAZARD_INFO 0x904ULL
+/* A SHADER_HAZARD_* value. */
+#define VGPU_REG_SHADER_HAZARD_INFO__KIND__SHIFT 0x0ULL
+#define VGPU_REG_SHADER_HAZARD_INFO__KIND_MASK 0xfULL
+/* Hardware queue slot of both parties. */
+#define VGPU_REG_SHADER_HAZARD_INFO__SLOT__SHIFT 0x8ULL
+#define VGPU_REG_SHADER_HAZARD_INFO__SLOT_MASK 0xff00ULL
+/* Their address space. */
+#define VGPU_REG_SHADER_HAZARD_INFO__VMID__SHIFT 0x10ULL
+#define VGPU_REG_SHADER_HAZARD_INFO__VMID_MASK 0xf0000ULL
+/* The accessing packet's PM4 opcode (PACKET_* kinds; 0 for a dispatch's own access). */
+#define VGPU_REG_SHADER_HAZARD_INFO__OPCODE__SHIFT 0x18ULL
+#define VGPU_REG_SHADER_HAZARD_INFO__OPCODE_MASK 0xff000000ULL
+/* RO. First byte of the access that the dispatch had written (GPU virtual address), low 32 bits. */
+#define VGPU_REG_SHADER_HAZARD_ADDR_LO 0x908ULL
+/* RO. */
+#define VGPU_REG_SHADER_HAZARD_ADDR_HI 0x90cULL
+/* RO. Bytes of the access from HAZARD_ADDR on that the dispatch had written (the first such range). */
+#define VGPU_REG_SHADER_HAZARD_SIZE 0x910ULL
+/* RO. GPU address of the packet that made the access; for a dispatch's own load or store, its DISPATCH packet. Low 32 bits. */
+#define VGPU_REG_SHADER_HAZARD_BY_LO 0x914ULL
+/* RO. */
+#define VGPU_REG_SHADER_HAZARD_BY_HI 0x918ULL
+/* RO. GPU address of the DISPATCH packet of the in-flight dispatch that had written the memory, low 32 bits. */
+#define VGPU_REG_SHADER_HAZARD_WRITER_LO 0x91cULL
+/* RO. */
+#define VGPU_REG_SHADER_HAZARD_WRITER_HI 0x920ULL
+/* RO. Loads a compute unit's L0 served with data the L2 no longer holds (a missing GL0/GLV invalidation). */
+#define VGPU_REG_SHADER_STALE_READS 0x924ULL
+/* RO. The last stale L0 read. */
+#define VGPU_REG_SHADER_STALE_INFO 0x928ULL
+/* Hardware queue slot of the dispatch. */
+#define VGPU_REG_SHADER_STALE_INFO__SLOT__SHIFT 0x8ULL
+#define VGPU_REG_SHADER_STALE_INFO__SLOT_MASK 0xff00ULL
+#define VGPU_REG_SHADER_STALE_INFO__VMID__SHIFT 0x10ULL
+#define VGPU_REG_SHADER_STALE_INFO__VMID_MASK 0xf0000ULL
+/* RO. Its GPU virtual address, low 32 bits. */
+#define VGPU_REG_SHADER_STALE_ADDR_LO 0x92cULL
+/* RO. */
+#define VGPU_REG_SHADER_STALE_ADDR_HI 0x930ULL
 /* Hardware queue descriptors, one instance per queue slot. Program the ring while ACTIVE is 0, then set ACTIVE. */
 #define VGPU_BLOCK_HQD_BASE 0x1000ULL
 #define VGPU_BLOCK_HQD_SIZE 0x1100ULL
@@ -1902,6 +1948,16 @@
 #define VGPU_IH_SRC_MES_ERROR 0xf0ULL
 /* A queue did not stop within its preemption grace: DW4 doorbell offset, DW5 slot, DW6 rptr lo, DW7 rptr hi; DW3 PASID. */
 #define VGPU_IH_SRC_MES_QUEUE_HUNG 0xf1ULL
+/* No hazard named yet. */
+#define VGPU_SHADER_HAZARD_NONE 0x0ULL
+/* A packet read memory the dispatch had written (COPY_DATA, DMA_DATA, a built-in kernel, a program or DISPATCH_INDIRECT fetch...). */
+#define VGPU_SHADER_HAZARD_PACKET_READ 0x1ULL
+/* A packet wrote memory the dispatch had written (WRITE_DATA, COPY_DATA, DMA_DATA, RELEASE_MEM data...). */
+#define VGPU_SHADER_HAZARD_PACKET_WRITE 0x2ULL
+/* A later dispatch of the queue loaded memory the dispatch had written. */
+#define VGPU_SHADER_HAZARD_DISPATCH_READ 0x3ULL
+/* A later dispatch of the queue stored to (or did an atomic on) memory the dispatch had written. */
+#define VGPU_SHADER_HAZARD_DISPATCH_WRITE 0x4ULL
 /* HELPER_TRAP: DW4 the code (R1 low 32 bits), DW5 the program counter (slot index), DW6 the dispatch's work-item linear id, DW7 0. */
 #define VGPU_IH_SRC_SHADER_TRAP 0xf2ULL
 /* A shader ended its dispatch: DW4 SHADER_ERR_*, DW5 the program counter, DW6/DW7 the faulting address (low, high) or 0. */
