@@ -117,6 +117,13 @@ func (q *queue) dispatchShader(x, y, z uint32) error {
 	if pool == nil {
 		return badPacket("DISPATCH: a shader (COMPUTE_PGM) on a device without compute units")
 	}
+	if len(q.runs) >= MaxSavedDispatches {
+		// A queue has at most this many dispatches in flight (what a preemption can save):
+		// the next one waits for the oldest, as a full dispatch queue holds the CP back.
+		if err := q.waitShadersTo(MaxSavedDispatches-1, false); err != nil {
+			return err
+		}
+	}
 	s := &q.sh
 	items := uint64(s.threads[0]) * uint64(s.threads[1]) * uint64(s.threads[2])
 	switch {
@@ -274,8 +281,12 @@ func (q *queue) shaderResult(f inflight) error {
 // waitShaders waits until every dispatch of the queue has ended (or, with orWork, until new
 // work arrives), without a turn; a reset kills them. It returns a failed dispatch's halt,
 // errStop on a reset.
-func (q *queue) waitShaders(orWork bool) error {
-	if err := q.reapShaders(); err != nil || len(q.runs) == 0 {
+func (q *queue) waitShaders(orWork bool) error { return q.waitShadersTo(0, orWork) }
+
+// waitShadersTo waits, as waitShaders does, until at most keep of the queue's dispatches are
+// still running.
+func (q *queue) waitShadersTo(keep int, orWork bool) error {
+	if err := q.reapShaders(); err != nil || len(q.runs) <= keep {
 		return err
 	}
 	if !q.endBatch() {
@@ -292,7 +303,7 @@ func (q *queue) waitShaders(orWork bool) error {
 	q.state.Store(busy)
 	defer q.state.CompareAndSwap(busy, abi.HQD_STATE_RUNNING)
 	q.endTurn()
-	for len(q.runs) > 0 {
+	for len(q.runs) > keep {
 		if q.mapped && q.stopReq.Load() == stopPreempt {
 			return errStop // endShaders saves them; the packet waiting runs again after the map
 		}

@@ -216,3 +216,27 @@ func TestShaderWithoutComputeUnits(t *testing.T) {
 		t.Fatalf("halted with %d, want CP_ERROR_BAD_PACKET", code)
 	}
 }
+
+// A queue never has more than MaxSavedDispatches dispatches in flight: the next DISPATCH waits
+// for the oldest (guest-driven work stays bounded), and every dispatch still completes.
+func TestShaderDispatchesBounded(t *testing.T) {
+	r, ring, pool := shaderRig(t, 1)
+	sh := putProgram(t, r, gatedStore(), [3]uint32{1, 1, 1})
+	ring.Emit(sh.Encode())
+	for range cp.MaxSavedDispatches + 8 {
+		ring.Emit(pm4.DispatchDirect(1, 1, 1))
+	}
+	ring.Submit(pm4.WriteMem(shMarker, 7))
+	cptest.Eventually(t, "the queue waiting on its full dispatch list", func() bool {
+		return pool.Stats().Dispatches >= cp.MaxSavedDispatches
+	})
+	time.Sleep(2 * time.Millisecond)
+	if n := pool.Stats().Dispatches; n != cp.MaxSavedDispatches {
+		t.Fatalf("%d dispatches started while none could end, want %d", n, cp.MaxSavedDispatches)
+	}
+	r.Mem.Store32(shFlag, 1)
+	cptest.Eventually(t, "the packet after the dispatches", func() bool { return r.Mem.Load32(shMarker) == 7 })
+	if n := pool.Stats().Dispatches; n != cp.MaxSavedDispatches+8 {
+		t.Fatalf("%d dispatches ran, want %d", n, cp.MaxSavedDispatches+8)
+	}
+}
