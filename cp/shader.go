@@ -303,6 +303,7 @@ func (q *queue) waitShadersTo(keep int, orWork bool) error {
 	q.state.Store(busy)
 	defer q.state.CompareAndSwap(busy, abi.HQD_STATE_RUNNING)
 	q.endTurn()
+	q.notify() // the scheduler looks at a mapped queue that now waits (its quantum runs), as for a parked one
 	for len(q.runs) > keep {
 		if q.mapped && q.stopReq.Load() == stopPreempt {
 			return errStop // endShaders saves them; the packet waiting runs again after the map
