@@ -206,15 +206,20 @@ func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 		if !hit(line) {
 			continue // filled above and already copied
 		}
+		cached := c.data[i][from-line : to-line]
 		if c.p.strict() {
+			// Compared element by element: a stale read is a work-item's, as a lone load's.
 			var now [LineBytes]byte
-			if err := c.p.cfg.Memory.Read(m.acc, from, now[:to-from]); err == nil &&
-				string(now[:to-from]) != string(c.data[i][from-line:to-line]) {
-				c.p.staleRead(m.run, from, 0, 0)
+			if err := c.p.cfg.Memory.Read(m.acc, from, now[:to-from]); err == nil && string(now[:to-from]) != string(cached) {
+				for o := uint64(0); o+uint64(size) <= to-from; o += uint64(size) {
+					if was, is := get(cached[o:], size), get(now[o:], size); was != is {
+						c.p.staleRead(m.run, from+o, was, is)
+					}
+				}
 			}
 		}
-		copy(p[from-addr:to-addr], c.data[i][from-line:to-line])
-		c.p.stats.l0Hits.Add(1)
+		copy(p[from-addr:to-addr], cached)
+		c.p.stats.l0Hits.Add((to - from) / uint64(size)) // per work-item, as a lone load counts
 	}
 	return nil
 }
