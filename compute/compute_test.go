@@ -450,3 +450,36 @@ func TestResetStopsMemoryAccess(t *testing.T) {
 		t.Fatal("memory changed after Reset returned")
 	}
 }
+
+// A wave's coalesced load names one stale read per work-item that read an old value, as lone
+// loads do.
+func TestWaveStaleReadsPerWorkItem(t *testing.T) {
+	strict := true
+	p, mem, _ := newPool(t, Config{CUs: 1, Strict: func() bool { return strict }})
+	prog := build(t, asm.Instructions{ // out[i] = a[i] (u32)
+		asm.LSh.Imm(asm.R2, 2),
+		asm.LoadImm(asm.R3, arrA, asm.DWord),
+		asm.Add.Reg(asm.R3, asm.R2),
+		asm.LoadMem(asm.R4, asm.R3, 0, asm.Word),
+		asm.LoadImm(asm.R5, arrOut, asm.DWord),
+		asm.Add.Reg(asm.R5, asm.R2),
+		asm.StoreMem(asm.R5, 0, asm.R4, asm.Word),
+		asm.Return(),
+	})
+	const n = 64
+	d := Dispatch{Program: prog, Groups: [3]uint32{1, 1, 1}, GroupSize: [3]uint32{n, 1, 1}}
+	one := func() *Run {
+		r, _ := p.Start(d)
+		if err, _ := wait(t, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one() // fills the lines of a[0..64)
+	for i := uint64(0); i < n; i += 2 {
+		mem.setU64(arrA+4*i, 0x1_0000_0001) // a[i] and a[i+1] change
+	}
+	if r := one(); r.StaleReads() != n {
+		t.Fatalf("%d stale reads, want %d (one per work-item that read an old value)", r.StaleReads(), n)
+	}
+}

@@ -165,18 +165,36 @@ func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 		i := (line / LineBytes) & c.mask
 		return c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen
 	}
-	// Fill the missing runs first: lines of a run that do not fit the L0 at once (a range
-	// longer than the L0) are read straight into p instead.
+	// One pass over the lines: a hit is served from the L0 (checked in strict mode), a run of
+	// missing lines is read with one access, filled and served from what was read (the fill
+	// of a range longer than the L0 may evict its own earlier lines).
+	end := addr + uint64(len(p))
 	for line := lo; line < hi; {
 		if hit(line) {
+			i := (line / LineBytes) & c.mask
+			from, to := max(line, addr), min(line+LineBytes, end)
+			cached := c.data[i][from-line : to-line]
+			if c.p.strict() {
+				// Compared element by element: a stale read is a work-item's, as a lone load's.
+				var now [LineBytes]byte
+				if err := c.p.cfg.Memory.Read(m.acc, from, now[:to-from]); err == nil && string(now[:to-from]) != string(cached) {
+					for o := uint64(0); o+uint64(size) <= to-from; o += uint64(size) {
+						if was, is := get(cached[o:], size), get(now[o:], size); was != is {
+							c.p.staleRead(m.run, from+o, was, is)
+						}
+					}
+				}
+			}
+			copy(p[from-addr:to-addr], cached)
+			c.p.stats.l0Hits.Add((to - from) / uint64(size)) // per work-item, as a lone load counts
 			line += LineBytes
 			continue
 		}
-		end := line
-		for end < hi && !hit(end) {
-			end += LineBytes
+		runEnd := line
+		for runEnd < hi && !hit(runEnd) {
+			runEnd += LineBytes
 		}
-		n := int(end - line)
+		n := int(runEnd - line)
 		if cap(c.fill) < n {
 			c.fill = make([]byte, n)
 		}
@@ -190,36 +208,9 @@ func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 			c.tags[i], c.vmids[i], c.gens[i] = (line+uint64(o))|1, m.acc.VMID, gen
 			copy(c.data[i][:], buf[o:o+LineBytes])
 		}
-		// Copy now: a later fill of this range may evict these lines again.
-		for o := 0; o < n; o += LineBytes {
-			a := line + uint64(o)
-			from, to := max(a, addr), min(a+LineBytes, addr+uint64(len(p)))
-			if from < to {
-				copy(p[from-addr:to-addr], buf[from-line:to-line])
-			}
-		}
-		line = end
-	}
-	for line := lo; line < hi; line += LineBytes {
-		i := (line / LineBytes) & c.mask
-		from, to := max(line, addr), min(line+LineBytes, addr+uint64(len(p)))
-		if !hit(line) {
-			continue // filled above and already copied
-		}
-		cached := c.data[i][from-line : to-line]
-		if c.p.strict() {
-			// Compared element by element: a stale read is a work-item's, as a lone load's.
-			var now [LineBytes]byte
-			if err := c.p.cfg.Memory.Read(m.acc, from, now[:to-from]); err == nil && string(now[:to-from]) != string(cached) {
-				for o := uint64(0); o+uint64(size) <= to-from; o += uint64(size) {
-					if was, is := get(cached[o:], size), get(now[o:], size); was != is {
-						c.p.staleRead(m.run, from+o, was, is)
-					}
-				}
-			}
-		}
-		copy(p[from-addr:to-addr], cached)
-		c.p.stats.l0Hits.Add((to - from) / uint64(size)) // per work-item, as a lone load counts
+		from, to := max(line, addr), min(runEnd, end)
+		copy(p[from-addr:to-addr], buf[from-line:to-line])
+		line = runEnd
 	}
 	return nil
 }
