@@ -12,7 +12,8 @@ import (
 // The pipeline-hazard sanitizer's compute half (strict mode, docs/shader.md "Sanitizer").
 //
 // A run started in strict mode records the bytes its work-items have written so far (stores
-// and atomics, after the memory accepted them): a writeSet of merged ranges. Bytes, not cache
+// and atomics, each just before it reaches memory, so that whoever sees a value finds it
+// recorded): a writeSet of merged ranges. Bytes, not cache
 // lines: a packet reading a neighbour of what a dispatch wrote in the same line is no hazard,
 // and no report may be a false one. Whoever is not ordered after the run — the CP's packets of
 // the same queue, a later dispatch of that queue (Dispatch.After) — asks it, while it is in

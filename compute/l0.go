@@ -97,11 +97,13 @@ func (m *laneMem) Store(addr uint64, size int, v uint64) error {
 	}
 	var b [8]byte
 	put(b[:], size, v)
+	if m.run.writes != nil {
+		// Recorded before the write lands: whoever sees the value in memory must also find
+		// it recorded (a write that then fails is still one its dispatch was making).
+		m.recordWrite(addr, size)
+	}
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return err
-	}
-	if m.run.writes != nil {
-		m.recordWrite(addr, size)
 	}
 	m.c.update(m.acc.VMID, addr, size, v)
 	return nil
@@ -135,11 +137,11 @@ func (m *laneMem) Atomic(op shader.AtomicOp, addr uint64, size int, v, cmp uint6
 		return old, nil
 	}
 	put(b[:], size, nv)
+	if m.run.writes != nil {
+		m.recordWrite(addr, size) // before the write lands, as Store
+	}
 	if err := p.cfg.Memory.Write(m.acc, addr, b[:size]); err != nil {
 		return 0, err
-	}
-	if m.run.writes != nil {
-		m.recordWrite(addr, size)
 	}
 	m.c.update(m.acc.VMID, addr, size, nv)
 	return old, nil
@@ -226,11 +228,11 @@ func (m *laneMem) StoreRange(addr uint64, p []byte, size int) error {
 			m.checkAfter(addr+uint64(o), size, true)
 		}
 	}
+	if m.run.writes != nil {
+		m.recordWrite(addr, len(p)) // before the write lands, as Store
+	}
 	if err := m.c.p.cfg.Memory.Write(m.acc, addr, p); err != nil {
 		return err
-	}
-	if m.run.writes != nil {
-		m.recordWrite(addr, len(p))
 	}
 	c := m.c
 	gen := c.p.l0Gen.Load()
