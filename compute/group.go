@@ -98,7 +98,7 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 			// Every work-item ready at one PC: run them in lockstep while they stay together
 			// (shader.RunWave); whatever leaves the wave continues alone below.
 			before := c.lanes[0].Executed
-			stop, _ := shader.RunWave(c.ptrs, budget)
+			stop := shader.RunWave(c.ptrs, budget)
 			done := c.lanes[0].Executed - before
 			r.executed.Add(done * uint64(n))
 			c.p.stats.instructions.Add(done * uint64(n))

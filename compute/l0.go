@@ -30,6 +30,20 @@ func newL0(p *Pool, lines int) *l0 {
 		data: make([][LineBytes]byte, lines), mask: uint64(lines - 1)}
 }
 
+// lookup finds line (of vmid) among the lines filled in generation gen: its index.
+func (c *l0) lookup(line uint64, vmid int, gen uint64) (int, bool) {
+	i := int((line / LineBytes) & c.mask)
+	return i, c.tags[i] == line|1 && c.vmids[i] == vmid && c.gens[i] == gen
+}
+
+// install fills line's slot with data (LineBytes) and returns its index.
+func (c *l0) install(line uint64, vmid int, gen uint64, data []byte) int {
+	i := int((line / LineBytes) & c.mask)
+	c.tags[i], c.vmids[i], c.gens[i] = line|1, vmid, gen
+	copy(c.data[i][:], data)
+	return i
+}
+
 // laneMem is the shader.Memory of the work-items a CU runs for one dispatch: its L0, with
 // the dispatch's address space.
 type laneMem struct {
@@ -52,9 +66,8 @@ func (m *laneMem) Load(addr uint64, size int) (uint64, error) {
 	}
 	c := m.c
 	line := addr &^ (LineBytes - 1)
-	i := (line / LineBytes) & c.mask
 	gen := c.p.l0Gen.Load()
-	if c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen {
+	if i, ok := c.lookup(line, m.acc.VMID, gen); ok {
 		v := get(c.data[i][addr-line:], size)
 		if c.p.strict() {
 			m.checkStale(addr, size, v)
@@ -72,8 +85,7 @@ func (m *laneMem) Load(addr uint64, size int) (uint64, error) {
 		}
 		return get(b[:], size), nil
 	}
-	c.tags[i], c.vmids[i], c.gens[i] = line|1, m.acc.VMID, gen
-	c.data[i] = c.buf
+	i := c.install(line, m.acc.VMID, gen, c.buf[:])
 	return get(c.data[i][addr-line:], size), nil
 }
 
@@ -163,17 +175,13 @@ func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 	c := m.c
 	gen := c.p.l0Gen.Load()
 	lo, hi := addr&^(LineBytes-1), (addr+uint64(len(p))+LineBytes-1)&^(LineBytes-1)
-	hit := func(line uint64) bool {
-		i := (line / LineBytes) & c.mask
-		return c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen
-	}
+	hit := func(line uint64) bool { _, ok := c.lookup(line, m.acc.VMID, gen); return ok }
 	// One pass over the lines: a hit is served from the L0 (checked in strict mode), a run of
 	// missing lines is read with one access, filled and served from what was read (the fill
 	// of a range longer than the L0 may evict its own earlier lines).
 	end := addr + uint64(len(p))
 	for line := lo; line < hi; {
-		if hit(line) {
-			i := (line / LineBytes) & c.mask
+		if i, ok := c.lookup(line, m.acc.VMID, gen); ok {
 			from, to := max(line, addr), min(line+LineBytes, end)
 			cached := c.data[i][from-line : to-line]
 			if c.p.strict() {
@@ -206,9 +214,7 @@ func (m *laneMem) LoadRange(addr uint64, p []byte, size int) error {
 		}
 		c.p.stats.l0Misses.Add(uint64(n / LineBytes))
 		for o := 0; o < n; o += LineBytes {
-			i := ((line + uint64(o)) / LineBytes) & c.mask
-			c.tags[i], c.vmids[i], c.gens[i] = (line+uint64(o))|1, m.acc.VMID, gen
-			copy(c.data[i][:], buf[o:o+LineBytes])
+			c.install(line+uint64(o), m.acc.VMID, gen, buf[o:o+LineBytes])
 		}
 		from, to := max(line, addr), min(runEnd, end)
 		copy(p[from-addr:to-addr], buf[from-line:to-line])
@@ -237,8 +243,7 @@ func (m *laneMem) StoreRange(addr uint64, p []byte, size int) error {
 	c := m.c
 	gen := c.p.l0Gen.Load()
 	for line := addr &^ (LineBytes - 1); line < addr+uint64(len(p)); line += LineBytes {
-		i := (line / LineBytes) & c.mask
-		if c.tags[i] == line|1 && c.vmids[i] == m.acc.VMID && c.gens[i] == gen {
+		if i, ok := c.lookup(line, m.acc.VMID, gen); ok {
 			from, to := max(line, addr), min(line+LineBytes, addr+uint64(len(p)))
 			copy(c.data[i][from-line:to-line], p[from-addr:to-addr])
 		}
@@ -250,8 +255,7 @@ func (m *laneMem) StoreRange(addr uint64, p []byte, size int) error {
 // allocate).
 func (c *l0) update(vmid int, addr uint64, size int, v uint64) {
 	line := addr &^ (LineBytes - 1)
-	i := (line / LineBytes) & c.mask
-	if c.tags[i] == line|1 && c.vmids[i] == vmid && c.gens[i] == c.p.l0Gen.Load() {
+	if i, ok := c.lookup(line, vmid, c.p.l0Gen.Load()); ok {
 		put(c.data[i][addr-line:], size, v)
 	}
 }

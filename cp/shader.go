@@ -270,14 +270,13 @@ func (q *queue) killShaders() {
 	}
 	t := time.NewTimer(shaderKillWait)
 	defer t.Stop()
+wait:
 	for _, f := range q.runs {
 		select {
 		case <-f.run.Done():
 		case <-t.C:
 			q.c.limiter.Warn(logKeyHalt, "cp: a killed shader dispatch is still inside a compute unit", "slot", q.slot)
-			clear(q.runs)
-			q.runs = q.runs[:0]
-			return
+			break wait
 		}
 	}
 	clear(q.runs)

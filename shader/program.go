@@ -323,6 +323,13 @@ func decodeLoad(oc asm.OpCode, ins asm.Instruction) (op, uint8, error) {
 	return 0, 0, errIllegal
 }
 
+// atomicOps maps an atomic operation to its decoded op.
+var atomicOps = map[asm.AtomicOp]op{
+	asm.AddAtomic: opAtomicAdd, asm.OrAtomic: opAtomicOr, asm.AndAtomic: opAtomicAnd, asm.XorAtomic: opAtomicXor,
+	asm.FetchAdd: opAtomicAddF, asm.FetchOr: opAtomicOrF, asm.FetchAnd: opAtomicAndF, asm.FetchXor: opAtomicXorF,
+	asm.Xchg: opAtomicXchg, asm.CmpXchg: opAtomicCmpxchg,
+}
+
 func decodeStoreX(oc asm.OpCode, ins asm.Instruction) (op, uint8, error) {
 	size := sizeBytes(oc.Size())
 	switch oc.Mode() {
@@ -335,29 +342,8 @@ func decodeStoreX(oc asm.OpCode, ins asm.Instruction) (op, uint8, error) {
 		if size != 4 && size != 8 {
 			return 0, 0, errIllegal
 		}
-		var o op
-		switch oc.AtomicOp() {
-		case asm.AddAtomic:
-			o = opAtomicAdd
-		case asm.OrAtomic:
-			o = opAtomicOr
-		case asm.AndAtomic:
-			o = opAtomicAnd
-		case asm.XorAtomic:
-			o = opAtomicXor
-		case asm.FetchAdd:
-			o = opAtomicAddF
-		case asm.FetchOr:
-			o = opAtomicOrF
-		case asm.FetchAnd:
-			o = opAtomicAndF
-		case asm.FetchXor:
-			o = opAtomicXorF
-		case asm.Xchg:
-			o = opAtomicXchg
-		case asm.CmpXchg:
-			o = opAtomicCmpxchg
-		default:
+		o, ok := atomicOps[oc.AtomicOp()]
+		if !ok {
 			return 0, 0, errIllegal // load-acquire / store-release and undefined operations
 		}
 		// The fetching forms write src (cmpxchg writes R0): R10 stays read-only.

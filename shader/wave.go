@@ -26,9 +26,9 @@ type RangeMemory interface {
 // (their PCs may now differ). Results are those of running each work-item alone: work-items
 // never see each other's registers, and nothing orders their memory accesses without a barrier
 // or an atomic either way.
-func RunWave(ls []*Lane, budget uint64) (Stop, error) {
+func RunWave(ls []*Lane, budget uint64) Stop {
 	if len(ls) == 0 {
-		return Exited, nil
+		return Exited
 	}
 	l0 := ls[0]
 	code := l0.prog.code
@@ -148,7 +148,7 @@ func RunWave(ls []*Lane, budget uint64) (Stop, error) {
 			for _, l := range ls {
 				l.PC = pc
 			}
-			return Exited, nil
+			return Exited
 		case opJa:
 			n++
 			if t := int(in.tgt); t <= pc && n >= budget {
@@ -183,11 +183,11 @@ func RunWave(ls []*Lane, budget uint64) (Stop, error) {
 
 // waveLeave puts every work-item at pc (the next instruction none has executed) and hands
 // them back to their own Runs.
-func waveLeave(ls []*Lane, pc int) (Stop, error) {
+func waveLeave(ls []*Lane, pc int) Stop {
 	for _, l := range ls {
 		l.PC = pc
 	}
-	return Yielded, nil
+	return Yielded
 }
 
 func waveCond(in *insn, v uint64) bool {

@@ -75,9 +75,7 @@ func runAlone(t *testing.T, p *Program, mem *flatMem, n int) []*Lane {
 
 func runWave(t *testing.T, p *Program, mem *flatMem, n int, budget uint64) []*Lane {
 	ls := lanes(p, mem, n)
-	if st, err := RunWave(ls, budget); err != nil {
-		t.Fatalf("wave: %v", err)
-	} else if st == Exited {
+	if RunWave(ls, budget) == Exited {
 		return ls
 	}
 	exited := make([]bool, n)
@@ -157,7 +155,7 @@ func TestWaveFaultFallsBack(t *testing.T) {
 	}
 	mem := &flatMem{base: memBase, b: make([]byte, 8*4)} // room for 4 of the 8 work-items
 	ls := lanes(p, mem, 8)
-	if st, _ := RunWave(ls, ^uint64(0)); st != Yielded || ls[0].PC != 2 || ls[0].Regs[0] != 0 {
+	if st := RunWave(ls, ^uint64(0)); st != Yielded || ls[0].PC != 2 || ls[0].Regs[0] != 0 {
 		t.Fatalf("wave stop %v pc %d R0 %d: want it to leave at the load with nothing loaded", st, ls[0].PC, ls[0].Regs[0])
 	}
 	for i, l := range ls {
