@@ -483,3 +483,19 @@ func TestWaveStaleReadsPerWorkItem(t *testing.T) {
 		t.Fatalf("%d stale reads, want %d (one per work-item that read an old value)", r.StaleReads(), n)
 	}
 }
+
+// A workgroup's stacks together are bounded: the host memory they take is the guest's choice.
+func TestGroupStackBounded(t *testing.T) {
+	p, _, _ := newPool(t, Config{CUs: 1})
+	prog := build(t, asm.Instructions{asm.Return()})
+	if _, err := p.Start(Dispatch{Program: prog, Groups: [3]uint32{1, 1, 1}, GroupSize: [3]uint32{1024, 1, 1},
+		Stack: abi.SHADER_STACK_MAX}); err == nil {
+		t.Fatal("a workgroup of 1024 work-items with 64 KiB stacks each started")
+	}
+	r, err := p.Start(Dispatch{Program: prog, Groups: [3]uint32{1, 1, 1}, GroupSize: [3]uint32{64, 1, 1},
+		Stack: abi.SHADER_STACK_MAX})
+	if err != nil {
+		t.Fatalf("64 work-items of 64 KiB (4 MiB): %v", err)
+	}
+	wait(t, r)
+}

@@ -14,6 +14,11 @@ import (
 // MaxGroupItems is the most work-items a workgroup may have.
 const MaxGroupItems = 1024
 
+// MaxGroupStack bounds a workgroup's stacks together (work-items × stack bytes): the host
+// memory a CU holds for one workgroup, and what a preemption saves of it, is the guest's
+// choice otherwise (1024 × 64 KiB = 64 MiB per CU).
+const MaxGroupStack = 4 << 20
+
 // Dispatch is a grid to run: Groups workgroups of GroupSize work-items each, every one running
 // Program from its entry (abi.SHADER_REG_*), in the address space of VMID, for the queue in
 // Slot (RingID, PASID name it in IVs).
@@ -58,6 +63,8 @@ func (d *Dispatch) check() error {
 		return fmt.Errorf("compute: workgroup of %d×%d×%d work-items (1..%d)", d.GroupSize[0], d.GroupSize[1], d.GroupSize[2], MaxGroupItems)
 	case d.Stack < 0 || d.Stack > abi.SHADER_STACK_MAX || d.Stack%8 != 0:
 		return fmt.Errorf("compute: stack of %d bytes (a multiple of 8, at most %d)", d.Stack, abi.SHADER_STACK_MAX)
+	case items*uint64(max(d.Stack, abi.SHADER_STACK_DEFAULT)) > MaxGroupStack:
+		return fmt.Errorf("compute: %d work-items of %d stack bytes: more than %d bytes of stack per workgroup", items, d.Stack, MaxGroupStack)
 	}
 	return nil
 }
