@@ -18,6 +18,7 @@ type cu struct {
 	l0     *l0
 	lanes  []shader.Lane
 	ptrs   []*shader.Lane // lanes, for a wave
+	wave   *shader.Wave   // the lockstep register file (reused)
 	stacks []byte
 	state  []item
 }
@@ -68,6 +69,17 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 	n, stack := r.groupItems, r.stack
 	c.prepare(n, stack)
 	mem := &laneMem{c: c.l0, acc: dataAccess(r.d.VMID, r.d.Slot), run: r}
+	budget := c.p.cfg.Budget
+	inWave := false
+	if w.resume == nil && !r.stopFlag.Load() {
+		// A new workgroup starts converged: run it as a wave straight from its entry
+		// registers, and make Lanes only if its work-items leave the wave (most short
+		// shaders never do, and a Lane per work-item is much of their cost).
+		if c.startWave(r, mem, w.group, n, budget) == shader.Exited {
+			return groupEnd{}
+		}
+		inWave = true
+	}
 	d := r.dims(w.group, 0) // work-item 0; the others step from it
 	for i := range n {
 		l := &c.lanes[i]
@@ -89,19 +101,19 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 		l.Reset(r.d.Program, mem, r, r.d.Args, d, st)
 		c.state[i] = item{kind: abi.SHADER_ITEM_READY}
 	}
-	budget := c.p.cfg.Budget
+	if inWave {
+		c.wave.Scatter(c.ptrs)
+	}
 	for {
 		if r.stopFlag.Load() {
 			return c.stopped(r, w)
 		}
 		if c.converged(n) {
-			// Every work-item ready at one PC: run them in lockstep while they stay together
-			// (shader.RunWave); whatever leaves the wave continues alone below.
-			before := c.lanes[0].Executed
-			stop := shader.RunWave(c.ptrs, budget)
-			done := c.lanes[0].Executed - before
-			r.executed.Add(done * uint64(n))
-			c.p.stats.instructions.Add(done * uint64(n))
+			// Every work-item ready at one PC (again): run them in lockstep while they stay
+			// together (the CU's Wave); whatever leaves the wave continues alone below.
+			c.wave.Gather(c.ptrs)
+			stop := c.runWave(r, budget)
+			c.wave.Scatter(c.ptrs)
 			if stop == shader.Exited {
 				return groupEnd{}
 			}
@@ -195,6 +207,43 @@ func (c *cu) runGroup(r *Run, w work) groupEnd {
 		}
 		c.wait(r, wake, retry)
 	}
+}
+
+// startWave runs a new workgroup's n work-items as a wave from their entry state (the
+// registers Lane.Reset would give them: abi.SHADER_REG_*).
+func (c *cu) startWave(r *Run, mem shader.Memory, group uint64, n int, budget uint64) shader.Stop {
+	wv := c.wave
+	wv.Start(r.d.Program, mem, n)
+	d := r.dims(group, 0)
+	wv.SetLinear(abi.SHADER_REG_ARGS, r.d.Args, 0)
+	wv.SetLinear(abi.SHADER_REG_LOCAL_LINEAR, 0, 1)
+	if n == int(d.LocalSize[0]) {
+		// One row: the global id steps by one in X, Y and Z are the same for all.
+		wv.SetLinear(abi.SHADER_REG_GLOBAL_X, d.Global[0], 1)
+		wv.SetLinear(abi.SHADER_REG_GLOBAL_Y, d.Global[1], 0)
+		wv.SetLinear(abi.SHADER_REG_GLOBAL_Z, d.Global[2], 0)
+	} else {
+		gx := wv.Vector(abi.SHADER_REG_GLOBAL_X)
+		gy := wv.Vector(abi.SHADER_REG_GLOBAL_Y)
+		gz := wv.Vector(abi.SHADER_REG_GLOBAL_Z)
+		for i := range n {
+			if i > 0 {
+				r.step(&d)
+			}
+			gx[i], gy[i], gz[i] = d.Global[0], d.Global[1], d.Global[2]
+		}
+	}
+	return c.runWave(r, budget)
+}
+
+// runWave runs the CU's wave one budget and counts what it executed.
+func (c *cu) runWave(r *Run, budget uint64) shader.Stop {
+	before := c.wave.Executed
+	stop := c.wave.Run(budget)
+	done := (c.wave.Executed - before) * uint64(c.wave.Len())
+	r.executed.Add(done)
+	c.p.stats.instructions.Add(done)
+	return stop
 }
 
 // converged reports whether all n work-items are ready at one PC (a wave can run them).

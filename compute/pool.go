@@ -8,6 +8,7 @@ import (
 
 	"vgpu/engine"
 	"vgpu/ratelog"
+	"vgpu/shader"
 )
 
 // Config is a Pool's shape and what it is connected to.
@@ -80,7 +81,7 @@ func New(cfg Config) *Pool {
 	p := &Pool{cfg: cfg, sem: make(chan struct{}, cfg.Parallel), live: map[*Run]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
 	for i := range cfg.CUs {
-		c := &cu{p: p, id: i, l0: newL0(p, cfg.L0Lines)}
+		c := &cu{p: p, id: i, l0: newL0(p, cfg.L0Lines), wave: shader.NewWave()}
 		p.wg.Add(1)
 		go c.loop()
 	}

@@ -35,6 +35,14 @@ func waveProgram(r *rand.Rand, n int) asm.Instructions {
 				func() asm.Instruction { return asm.Sub.Reg(reg(), reg()) },
 				func() asm.Instruction { return asm.ArSh.Imm(reg(), int32(r.IntN(64))) }, // no lockstep form
 				func() asm.Instruction { return asm.Mov.Imm32(reg(), int32(r.Uint32())) },
+				// Linear forms (base + i·stride) carried through, and the ones that end them.
+				func() asm.Instruction { return asm.Mul.Reg(reg(), reg()) },
+				func() asm.Instruction { return asm.Sub.Imm(reg(), int32(r.Uint32())) },
+				func() asm.Instruction { return asm.Mov.Reg(reg(), reg()) },
+				func() asm.Instruction { return asm.Mov.Reg32(reg(), reg()) },
+				func() asm.Instruction { return asm.Add.Reg32(reg(), reg()) },
+				func() asm.Instruction { return asm.RSh.Imm(reg(), int32(r.IntN(64))) },
+				func() asm.Instruction { return asm.Or.Imm(reg(), int32(r.Uint32())) },
 			}
 			p = append(p, ops[r.IntN(len(ops))]())
 		case k < 7:
@@ -73,9 +81,21 @@ func runAlone(t *testing.T, p *Program, mem *flatMem, n int) []*Lane {
 	return ls
 }
 
-func runWave(t *testing.T, p *Program, mem *flatMem, n int, budget uint64) []*Lane {
+func runWave(t *testing.T, p *Program, mem *flatMem, n int, budget uint64, fromEntry bool) []*Lane {
 	ls := lanes(p, mem, n)
-	if RunWave(ls, budget) == Exited {
+	if fromEntry {
+		// As a compute unit starts a new workgroup: the entry registers in linear form.
+		w := NewWave()
+		w.Start(p, mem, n)
+		w.SetLinear(abi.SHADER_REG_ARGS, memBase, 0)
+		w.SetLinear(abi.SHADER_REG_GLOBAL_X, 0, 1)
+		w.SetLinear(abi.SHADER_REG_LOCAL_LINEAR, 0, 1)
+		st := w.Run(budget)
+		w.Scatter(ls)
+		if st == Exited {
+			return ls
+		}
+	} else if RunWave(ls, budget) == Exited {
 		return ls
 	}
 	exited := make([]bool, n)
@@ -113,7 +133,7 @@ func lanes(p *Program, mem *flatMem, n int) []*Lane {
 // TestWaveMatchesAlone: lockstep execution gives every work-item the registers, instruction
 // count and memory it gets running alone, over generated programs.
 func TestWaveMatchesAlone(t *testing.T) {
-	for seed := range uint64(300) {
+	for seed := range uint64(1000) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		n := 1 + r.IntN(40)
 		insns := waveProgram(r, n)
@@ -122,21 +142,30 @@ func TestWaveMatchesAlone(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		memA := &flatMem{base: memBase, b: make([]byte, 32*n+64)}
-		memW := &flatMem{base: memBase, b: make([]byte, 32*n+64)}
 		for i := range memA.b {
 			memA.b[i] = byte(i * 13)
 		}
-		copy(memW.b, memA.b)
+		budget := uint64(1 + r.IntN(200))
+		memW := &flatMem{base: memBase, b: bytes.Clone(memA.b)}
+		memE := &flatMem{base: memBase, b: bytes.Clone(memA.b)}
 		alone := runAlone(t, p, memA, n)
-		wave := runWave(t, p, memW, n, uint64(1+r.IntN(200)))
-		for i := range alone {
-			if alone[i].Regs != wave[i].Regs || alone[i].Executed != wave[i].Executed {
-				t.Fatalf("seed %d work-item %d: alone %x (%d insns), wave %x (%d insns)\n%v", seed, i,
-					alone[i].Regs, alone[i].Executed, wave[i].Regs, wave[i].Executed, insns)
+		for _, way := range []struct {
+			name string
+			mem  *flatMem
+			ls   []*Lane
+		}{
+			{"wave from Lanes", memW, runWave(t, p, memW, n, budget, false)},
+			{"wave from the entry", memE, runWave(t, p, memE, n, budget, true)},
+		} {
+			for i := range alone {
+				if alone[i].Regs != way.ls[i].Regs || alone[i].Executed != way.ls[i].Executed {
+					t.Fatalf("seed %d work-item %d: alone %x (%d insns), %s %x (%d insns)\n%v", seed, i,
+						alone[i].Regs, alone[i].Executed, way.name, way.ls[i].Regs, way.ls[i].Executed, insns)
+				}
 			}
-		}
-		if !bytes.Equal(memA.b, memW.b) {
-			t.Fatalf("seed %d: memory differs\n%v", seed, insns)
+			if !bytes.Equal(memA.b, way.mem.b) {
+				t.Fatalf("seed %d: %s: memory differs\n%v", seed, way.name, insns)
+			}
 		}
 	}
 }
