@@ -238,7 +238,7 @@ var miscFields = map[uint64][]mesField{
 		{name: "reference", dw: abi.MES_MISC_DW_WAIT_REFERENCE}, {name: "mask", dw: abi.MES_MISC_DW_WAIT_MASK},
 		{name: "reg_offset1", dw: abi.MES_MISC_DW_WAIT_REG_OFFSET1, kind: mRegDW}, {name: "reg_offset2", dw: abi.MES_MISC_DW_WAIT_REG_OFFSET2, kind: mRegDW},
 	},
-	abi.MES_MISC_OP_INV_GART: {{name: "inv_gart_va_start", dw: abi.MES_MISC_DW_INV_GART_VA_START, kind: mQHex}, {name: "inv_gart_size", dw: abi.MES_MISC_DW_INV_GART_SIZE, kind: mQHex}},
+	abi.MES_MISC_OP_INV_GART:                      {{name: "inv_gart_va_start", dw: abi.MES_MISC_DW_INV_GART_VA_START, kind: mQHex}, {name: "inv_gart_size", dw: abi.MES_MISC_DW_INV_GART_SIZE, kind: mQHex}},
 	abi.MES_MISC_OP_QUERY_STATUS:                  {{name: "context_id", dw: abi.MES_MISC_DW_QUERY_CONTEXT_ID}},
 	abi.MES_MISC_OP_NOTIFY_WORK_ON_UNMAPPED_QUEUE: {{name: "priority_level", dw: abi.MES_MISC_DW_NOTIFY_PRIORITY_LEVEL, kind: mSel, names: priorities}},
 }
