@@ -12,6 +12,7 @@
 // The API:
 //
 //	PM4Packet(dws []uint32) (Packet, int)       // the packet at dws[0] and the dwords it occupies
+//	PM4Header(hdr uint32) Packet                // a header alone (ERROR_INFO, an unfetched packet)
 //	PM4Stream(dws []uint32) Packets             // an IB (or any linear stream), offsets from 0
 //	PM4Ring(ring []uint32, rptr, wptr uint64) Packets // a ring from rptr to wptr, wrapping
 //	OpcodeName(op uint32) string

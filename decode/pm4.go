@@ -127,6 +127,17 @@ func PM4Packet(dws []uint32) (Packet, int) {
 	return p, n
 }
 
+// PM4Header decodes a packet header alone (an HQD's ERROR_INFO, a header whose payload was not
+// fetched): its type, opcode, count and flags, no fields. Dwords is the header.
+func PM4Header(hdr uint32) Packet {
+	p, _ := PM4Packet([]uint32{hdr})
+	p.Fields, p.Dwords = nil, []uint32{hdr}
+	if errors.Is(p.Err, ErrTruncated) || errors.Is(p.Err, ErrBadCount) {
+		p.Err = nil // the payload is not there: nothing is wrong with the header
+	}
+	return p
+}
+
 // headerReserved is header bits [7:2], which the CP requires to be zero.
 const headerReserved = 0x000000FC
 

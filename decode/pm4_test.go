@@ -209,3 +209,23 @@ func TestOpcodeName(t *testing.T) {
 		t.Error(decode.OpcodeName(abi.PM4_IT_RELEASE_MEM), decode.OpcodeName(0xEE))
 	}
 }
+
+func TestPM4Header(t *testing.T) {
+	cases := []struct {
+		hdr  uint32
+		want string
+	}{
+		{pm4.Header(abi.PM4_IT_WRITE_DATA, 5), "WRITE_DATA count=4"},
+		{pm4.Header(0x55, 2) | abi.PM4_HEADER_SHADER_TYPE_MASK, "UNKNOWN_0x55 count=1 compute=1"},
+		{abi.PM4_NOP_ONE_DWORD, "NOP count=16383"},
+		{abi.PM4_TYPE2_NOP, "TYPE2"},
+	}
+	for _, c := range cases {
+		if p := decode.PM4Header(c.hdr); p.String() != c.want || p.Err != nil || p.Len() != 1 {
+			t.Errorf("%#x: %q (%v), want %q", c.hdr, p.String(), p.Err, c.want)
+		}
+	}
+	if p := decode.PM4Header(0x12345678); !errors.Is(p.Err, decode.ErrBadType) {
+		t.Errorf("type-0 header: %v", p.Err)
+	}
+}
