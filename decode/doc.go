@@ -1,13 +1,13 @@
 // Package decode turns the device's binary formats into readable text with AMD's field names,
 // in the style of AMD's umr (docs/decode.md): PM4 packets (rings and IBs), MES v11 API frames,
-// IH ring entries (IVs) and eBPF shader programs. The layouts are AMD's, bit-exact, as abi defines
-// them; so are the names, where abi has them.
+// IH ring entries (IVs) and eBPF shader programs. The layouts are AMD's, bit-exact, as abi
+// defines them; so are the names, where abi has them.
 //
 // Decoders never fail and never panic on bad input: what could not be decoded (an unknown
 // opcode, a truncated packet, a bad header) is named in the result's Err (ErrTruncated,
 // ErrUnknownOpcode, ...), and its String shows the raw dwords. Every String is bounded (long
-// value lists are cut at 32 values with a count of the rest), so a guest-written packet can go into a log
-// line as it is.
+// value lists are cut at 32 values with a count of the rest), so a guest-written packet can go
+// into a log line as it is.
 //
 // The API:
 //

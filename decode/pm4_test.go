@@ -95,7 +95,7 @@ func TestPM4HeaderFlags(t *testing.T) {
 	if !p.Compute || !p.Predicate || p.Opcode != abi.PM4_IT_DISPATCH_DIRECT || p.Count != 3 {
 		t.Fatalf("header decoded as %+v", p)
 	}
-	if got := p.String(); !strings.HasPrefix(got, "DISPATCH_DIRECT count=3 pred=1 compute=1 dim_x=1") {
+	if got := p.String(); !strings.HasPrefix(got, "DISPATCH_DIRECT count=3 predicate=1 shader_type=COMPUTE(1) dim_x=1") {
 		t.Errorf("got %s", got)
 	}
 	if f, ok := p.Field("dim_y"); !ok || f.Value != 1 {
@@ -216,7 +216,7 @@ func TestPM4Header(t *testing.T) {
 		want string
 	}{
 		{pm4.Header(abi.PM4_IT_WRITE_DATA, 5), "WRITE_DATA count=4"},
-		{pm4.Header(0x55, 2) | abi.PM4_HEADER_SHADER_TYPE_MASK, "UNKNOWN_0x55 count=1 compute=1"},
+		{pm4.Header(0x55, 2) | abi.PM4_HEADER_SHADER_TYPE_MASK, "UNKNOWN_0x55 count=1 shader_type=COMPUTE(1)"},
 		{abi.PM4_NOP_ONE_DWORD, "NOP count=16383"},
 		{abi.PM4_TYPE2_NOP, "TYPE2"},
 	}
