@@ -16,6 +16,7 @@ commands:
   serve   run the vfio-user server for one virtual GPU function
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
+  decode  disassemble PM4 streams and rings, MES frames, IVs and eBPF shaders from a file (raw or hex) into text
 
 Run 'vgpu <command> -h' for the command's flags.
 
@@ -40,6 +41,8 @@ func main() {
 		err = runBench(args)
 	case "qemu":
 		err = provisionQEMU(args)
+	case "decode":
+		err = runDecode(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
