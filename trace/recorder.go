@@ -36,16 +36,16 @@ var ErrClosed = errors.New("trace: recorder already closed")
 // Recorder records events to one trace file. A nil *Recorder records nothing and costs
 // nothing: every method returns at once.
 type Recorder struct {
-	start  time.Time
+	start time.Time
 	// The queue: engines append to pending under mu; the writer swaps it for the batch it
 	// has written. ready (one slot) tells the writer a batch has begun or is half full.
 	mu      sync.Mutex
 	pending []event
 	ready   chan struct{}
-	stop   chan struct{} // closed by Close: the writer drains and flushes
-	done   chan struct{} // closed by the writer when the file is complete
-	closed atomic.Bool
-	once   sync.Once
+	stop    chan struct{} // closed by Close: the writer drains and flushes
+	done    chan struct{} // closed by the writer when the file is complete
+	closed  atomic.Bool
+	once    sync.Once
 
 	dropped atomic.Uint64 // events lost to a full queue or the size cap
 	written atomic.Uint64 // events written
@@ -80,11 +80,11 @@ func New(w io.Writer, o Options) *Recorder {
 	}
 	o.Queue = min(o.Queue, maxQueue)
 	r := &Recorder{
-		start:  time.Now(),
+		start:   time.Now(),
 		pending: make([]event, 0, o.Queue),
 		ready:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	r.w = newWriter(r, bufio.NewWriterSize(w, 64<<10), o.MaxBytes)
 	go r.w.run()
