@@ -19,7 +19,7 @@ type Options struct {
 	// Queue is the number of events that can wait for the writer; when they are that many
 	// an event is dropped and counted rather than making an engine wait (0: DefaultQueue).
 	// The recorder's memory is twice this many events (the batch being written and the one
-	// being filled), about 230 bytes each.
+	// being filled), 240 bytes each.
 	Queue int
 }
 
