@@ -28,11 +28,12 @@ func tickStep(span int64, want int) int64 {
 	return max(int64(10*p), 1)
 }
 
-// axisUnit is the largest unit not larger than step, so every tick label is at least 1 of it.
+// axisUnit is the largest unit at most five steps long: labels read "2.5 ms", "1.2 s", not
+// "2500 µs" or "1200 ms".
 func axisUnit(step int64) unit {
 	u := units[0]
 	for _, c := range units {
-		if c.ns <= step {
+		if c.ns <= 5*step {
 			u = c
 		}
 	}

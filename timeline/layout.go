@@ -42,6 +42,8 @@ type bar struct {
 	row        int
 	n          int      // slices drawn as this bar
 	names      []string // the first few distinct names
+	more       bool     // more distinct names than names holds
+	args       []string // a single slice's annotations
 	start, end int64
 	open       bool // contains a slice with no end in the trace
 	noBegin    bool // contains a slice with no begin
@@ -52,19 +54,23 @@ type dot struct {
 	x          float64
 	n          int
 	names      []string
+	more       bool
+	args       []string // a single instant's annotations
 	start, end int64
 }
 
 const maxMergedNames = 3
 
-func addName(names []string, n string) []string {
-	if len(names) >= maxMergedNames {
-		return names
-	}
+// addName adds n to the distinct names kept, or notes that there are more than it keeps.
+func addName(names []string, more *bool, n string) []string {
 	for _, have := range names {
 		if have == n {
 			return names
 		}
+	}
+	if len(names) >= maxMergedNames {
+		*more = true
+		return names
 	}
 	return append(names, n)
 }
@@ -123,14 +129,14 @@ func layoutTrack(t *Track, sc scale, gap float64, maxRows int) trackLayout {
 			c.x1 = math.Max(c.x1, x1)
 			c.end = max(c.end, s.End)
 			c.n++
-			c.names = addName(c.names, s.Name)
+			c.names = addName(c.names, &c.more, s.Name)
 			c.open = c.open || s.Open
 			c.noBegin = c.noBegin || s.NoBegin
 			tinyRun[r] = tinyRun[r] && tiny
 			continue
 		}
 		flush(r)
-		cur[r] = &bar{x0: x0, x1: x1, row: r, n: 1, names: []string{s.Name}, start: s.Start, end: s.End, open: s.Open, noBegin: s.NoBegin}
+		cur[r] = &bar{x0: x0, x1: x1, row: r, n: 1, names: []string{s.Name}, args: s.Args, start: s.Start, end: s.End, open: s.Open, noBegin: s.NoBegin}
 		tinyRun[r] = tiny
 	}
 	for r := range cur {
@@ -141,14 +147,14 @@ func layoutTrack(t *Track, sc scale, gap float64, maxRows int) trackLayout {
 		x := sc.x(i.T)
 		if d != nil && x-d.x < gap {
 			d.n++
-			d.names = addName(d.names, i.Name)
+			d.names = addName(d.names, &d.more, i.Name)
 			d.end = i.T
 			continue
 		}
 		if d != nil {
 			l.dots = append(l.dots, *d)
 		}
-		d = &dot{x: x, n: 1, names: []string{i.Name}, start: i.T, end: i.T}
+		d = &dot{x: x, n: 1, names: []string{i.Name}, args: i.Args, start: i.T, end: i.T}
 	}
 	if d != nil {
 		l.dots = append(l.dots, *d)

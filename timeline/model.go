@@ -53,6 +53,10 @@ func kindOf(name string) Kind {
 type TrackInfo struct {
 	UUID, Parent uint64 // Parent 0: a root track
 	Name         string
+	Rank         int32 // order among its siblings when the parent asks for explicit order
+	// ExplicitChildren: this track's children are shown by Rank (Perfetto's
+	// ChildTracksOrdering EXPLICIT, what the recorder asks for); otherwise in declaration order.
+	ExplicitChildren bool
 }
 
 // EventType is the kind of a track event.
@@ -70,6 +74,7 @@ type Event struct {
 	Track uint64
 	Type  EventType
 	Name  string
+	Args  []string // "name=value" of its debug annotations
 	// Flows continue (or start) the flows with these ids at this event; Terminating ends them.
 	Flows, Terminating []uint64
 }
@@ -92,6 +97,8 @@ type Track struct {
 	Name         string
 	Kind         Kind
 	Level        int // nesting under parent tracks: 0 for a root
+	rank         int32
+	explicit     bool
 	Slices       []Slice
 	Instants     []Mark
 	MaxDepth     int // deepest slice nesting seen (0: slices do not nest)
@@ -101,15 +108,17 @@ type Track struct {
 type Slice struct {
 	Start, End int64
 	Name       string
-	Depth      int  // how many slices of the same track enclose it
-	Open       bool // no end in the trace: it runs to the trace's end
-	NoBegin    bool // an end without a begin: it runs from the trace's start
+	Args       []string // the begin's annotations
+	Depth      int      // how many slices of the same track enclose it
+	Open       bool     // no end in the trace: it runs to the trace's end
+	NoBegin    bool     // an end without a begin: it runs from the trace's start
 }
 
 // Mark is an instant event.
 type Mark struct {
 	T    int64
 	Name string
+	Args []string
 }
 
 // Flow is the chain of events that share a flow id, in time order.
@@ -152,6 +161,18 @@ func cleanName(s string) string {
 	return s
 }
 
+// cleanArgs cleans each annotation and keeps at most maxArgs.
+func cleanArgs(as []string) []string {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(len(as), maxArgs))
+	for _, a := range as[:min(len(as), maxArgs)] {
+		out = append(out, cleanName(a))
+	}
+	return out
+}
+
 // Build matches the events into a Model. Events need not be sorted: they are ordered by time,
 // keeping trace order among equal times (a slice that ends and a slice that begins at the same
 // nanosecond stay in the order recorded). An event on an undeclared track creates a root track
@@ -167,7 +188,7 @@ func Build(infos []TrackInfo, events []Event) *Model {
 			}
 			continue
 		}
-		t := &Track{UUID: ti.UUID, Parent: ti.Parent, Name: cleanName(ti.Name)}
+		t := &Track{UUID: ti.UUID, Parent: ti.Parent, Name: cleanName(ti.Name), rank: ti.Rank, explicit: ti.ExplicitChildren}
 		byUUID[ti.UUID] = t
 		declared = append(declared, t)
 	}
@@ -196,6 +217,7 @@ func Build(infos []TrackInfo, events []Event) *Model {
 	type open struct {
 		start int64
 		name  string
+		args  []string
 	}
 	stacks := map[uint64][]open{}
 	flows := map[uint64]*Flow{}
@@ -212,23 +234,24 @@ func Build(infos []TrackInfo, events []Event) *Model {
 	for _, e := range evs {
 		t := byUUID[e.Track]
 		name := cleanName(e.Name)
+		e.Args = cleanArgs(e.Args)
 		switch e.Type {
 		case Begin:
 			st := stacks[e.Track]
-			stacks[e.Track] = append(st, open{e.T, name})
+			stacks[e.Track] = append(st, open{e.T, name, e.Args})
 		case End:
 			st := stacks[e.Track]
 			if len(st) == 0 {
-				t.Slices = append(t.Slices, Slice{Start: m.Start, End: e.T, Name: name, NoBegin: true})
+				t.Slices = append(t.Slices, Slice{Start: m.Start, End: e.T, Name: name, Args: e.Args, NoBegin: true})
 				m.Unbalanced++
 				break
 			}
 			o := st[len(st)-1]
 			stacks[e.Track] = st[:len(st)-1]
 			name = o.name + " end"
-			t.Slices = append(t.Slices, Slice{Start: o.start, End: e.T, Name: o.name, Depth: len(st) - 1})
+			t.Slices = append(t.Slices, Slice{Start: o.start, End: e.T, Name: o.name, Args: o.args, Depth: len(st) - 1})
 		case Instant:
-			t.Instants = append(t.Instants, Mark{T: e.T, Name: name})
+			t.Instants = append(t.Instants, Mark{T: e.T, Name: name, Args: e.Args})
 		default:
 			continue
 		}
@@ -243,7 +266,7 @@ func Build(infos []TrackInfo, events []Event) *Model {
 	for uuid, st := range stacks {
 		t := byUUID[uuid]
 		for d, o := range st {
-			t.Slices = append(t.Slices, Slice{Start: o.start, End: m.End, Name: o.name, Depth: d, Open: true})
+			t.Slices = append(t.Slices, Slice{Start: o.start, End: m.End, Name: o.name, Args: o.args, Depth: d, Open: true})
 			m.Unbalanced++
 		}
 	}
@@ -275,6 +298,11 @@ func orderTracks(declared []*Track, byUUID map[uint64]*Track) []*Track {
 			continue
 		}
 		children[t.Parent] = append(children[t.Parent], t)
+	}
+	for uuid, cs := range children {
+		if byUUID[uuid].explicit {
+			slices.SortStableFunc(cs, func(a, b *Track) int { return cmp.Compare(a.rank, b.rank) })
+		}
 	}
 	out := make([]*Track, 0, len(declared))
 	type frame struct {

@@ -222,9 +222,9 @@ func rel(m *Model, t int64) string { return "+" + formatDuration(t-m.Start) }
 func barTitle(m *Model, b bar) string {
 	var s string
 	if b.n == 1 {
-		s = fmt.Sprintf("%s\nat %s, lasts %s", b.names[0], rel(m, b.start), formatDuration(b.end-b.start))
+		s = fmt.Sprintf("%s\nat %s, lasts %s", b.names[0], rel(m, b.start), formatDuration(b.end-b.start)) + argLines(b.args)
 	} else {
-		s = fmt.Sprintf("%d slices merged (%s)\nfrom %s to %s", b.n, nameList(b.names, b.n), rel(m, b.start), rel(m, b.end))
+		s = fmt.Sprintf("%d slices merged (%s)\nfrom %s to %s", b.n, nameList(b.names, b.more), rel(m, b.start), rel(m, b.end))
 	}
 	if b.open {
 		s += "\nno end in the trace: drawn to its end"
@@ -237,14 +237,21 @@ func barTitle(m *Model, b bar) string {
 
 func dotTitle(m *Model, d dot) string {
 	if d.n == 1 {
-		return fmt.Sprintf("%s\nat %s", d.names[0], rel(m, d.start))
+		return fmt.Sprintf("%s\nat %s", d.names[0], rel(m, d.start)) + argLines(d.args)
 	}
-	return fmt.Sprintf("%d instants merged (%s)\nfrom %s to %s", d.n, nameList(d.names, d.n), rel(m, d.start), rel(m, d.end))
+	return fmt.Sprintf("%d instants merged (%s)\nfrom %s to %s", d.n, nameList(d.names, d.more), rel(m, d.start), rel(m, d.end))
 }
 
-func nameList(names []string, n int) string {
+func argLines(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return "\n" + strings.Join(args, "\n")
+}
+
+func nameList(names []string, more bool) string {
 	s := strings.Join(names, ", ")
-	if n > len(names) {
+	if more {
 		s += ", …"
 	}
 	return s
