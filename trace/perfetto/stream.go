@@ -22,12 +22,14 @@ var ErrTooLarge = errors.New("perfetto: trace file larger than MaxFileSize")
 // AppendPacket appends p to b encoded as one Trace.packet field, the unit a streaming writer
 // writes: a file made of such records is a valid Trace.
 func AppendPacket(b []byte, p *TracePacket) ([]byte, error) {
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	b = protowire.AppendTag(b, packetField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(proto.Size(p)))
+	// The size was computed just above: marshalling may use it instead of computing it again.
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, p)
 	if err != nil {
 		return b, fmt.Errorf("perfetto: marshal packet: %w", err)
 	}
-	b = protowire.AppendTag(b, packetField, protowire.BytesType)
-	return protowire.AppendBytes(b, body), nil
+	return b, nil
 }
 
 // WritePacket writes p to w as one Trace.packet field.
