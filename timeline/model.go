@@ -249,7 +249,12 @@ func Build(infos []TrackInfo, events []Event) *Model {
 			o := st[len(st)-1]
 			stacks[e.Track] = st[:len(st)-1]
 			name = o.name + " end"
-			t.Slices = append(t.Slices, Slice{Start: o.start, End: e.T, Name: o.name, Args: o.args, Depth: len(st) - 1})
+			// An end's annotations belong to its slice (Perfetto merges them the same way).
+			args := o.args
+			if len(e.Args) > 0 {
+				args = append(slices.Clip(args), e.Args...)[:min(len(args)+len(e.Args), maxArgs)]
+			}
+			t.Slices = append(t.Slices, Slice{Start: o.start, End: e.T, Name: o.name, Args: args, Depth: len(st) - 1})
 		case Instant:
 			t.Instants = append(t.Instants, Mark{T: e.T, Name: name, Args: e.Args})
 		default:

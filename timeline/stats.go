@@ -3,7 +3,11 @@ package timeline
 import (
 	"cmp"
 	"slices"
+	"time"
 )
+
+// Span is the time from the trace's first event to its last.
+func (m *Model) Span() time.Duration { return time.Duration(m.End - m.Start) }
 
 // Latency summarises one step of the flows (from an event named From to the next event of
 // the same flow, named To), or a whole flow from its first event to its last (Whole).
