@@ -99,10 +99,11 @@ type trackLayout struct {
 	hidden int // slices nested deeper than the rows drawn
 }
 
-// layoutTrack merges the track's slices row by row and its instants: a slice that starts
-// less than gap pixels after the previous bar of its row ends joins it when either is
-// narrower than gap pixels, so a burst of tiny slices becomes one bar that says how many it
-// holds, and no bar is drawn that could not be seen.
+// layoutTrack merges the track's slices row by row and its instants: a slice narrower than
+// gap pixels that starts less than gap pixels after the previous bar of its row ends joins
+// it when that bar too is made of such slices, so a burst of tiny slices becomes one bar that
+// says how many it holds. A wide slice is never merged (it keeps its name), and a row holds
+// at most about two bars per gap pixels: each is wide, or is followed by a gap or a wide one.
 func layoutTrack(t *Track, sc scale, gap float64, maxRows int) trackLayout {
 	var l trackLayout
 	l.rows = min(t.MaxDepth+1, maxRows)
@@ -125,14 +126,13 @@ func layoutTrack(t *Track, sc scale, gap float64, maxRows int) trackLayout {
 		r := s.Depth
 		x0, x1 := sc.x(s.Start), sc.x(s.End)
 		tiny := x1-x0 < gap
-		if c := cur[r]; c != nil && x0-c.x1 < gap && (tiny || tinyRun[r]) {
+		if c := cur[r]; c != nil && x0-c.x1 < gap && tiny && tinyRun[r] {
 			c.x1 = math.Max(c.x1, x1)
 			c.end = max(c.end, s.End)
 			c.n++
 			c.names = addName(c.names, &c.more, s.Name)
 			c.open = c.open || s.Open
 			c.noBegin = c.noBegin || s.NoBegin
-			tinyRun[r] = tinyRun[r] && tiny
 			continue
 		}
 		flush(r)

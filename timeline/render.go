@@ -19,12 +19,13 @@ var pageJS string
 
 // Geometry of the drawing, in pixels.
 const (
-	labelWidth = 230 // track names
-	axisHeight = 26
-	rowHeight  = 16
-	markHeight = 12 // the strip of instants under a track's slice rows
-	trackGap   = 3
-	maxIndent  = 6 // nesting levels indented in the labels
+	labelWidth  = 230 // track names
+	axisHeight  = 26
+	rowHeight   = 16
+	markHeight  = 12 // the strip of instants under a track's slice rows
+	trackGap    = 3
+	emptyHeight = 10 // a track without slices or instants
+	maxIndent   = 6  // nesting levels indented in the labels
 )
 
 // esc escapes text for an HTML text node or a double-quoted attribute. Every string that
@@ -71,12 +72,17 @@ func trackY(l layout, m *Model) (ys []int, height int) {
 	return ys, y + axisHeight
 }
 
+// trackHeight: a track with nothing to draw (an idle HQD slot, a parent track) is a thin
+// row, so the busy ones fill the picture while every slot stays visible.
 func trackHeight(tl trackLayout, t *Track) int {
 	h := tl.rows * rowHeight
 	if len(t.Instants) > 0 {
 		h += markHeight
 	}
-	return max(h, rowHeight)
+	if h == 0 {
+		return emptyHeight
+	}
+	return h
 }
 
 // Render writes the model as one self-contained HTML page: inline SVG, CSS and script, no
@@ -124,8 +130,12 @@ func writeSVG(p *pageWriter, m *Model, l layout, o Options) {
 			t.Kind, esc(t.Name), t.Kind, len(t.Slices), len(t.Instants), frac)
 		p.f("<rect class=\"bg\" x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\"/>", y, width, h)
 		indent := 6 + 10*min(t.Level, maxIndent)
-		p.f("<text class=\"lbl\" x=\"%d\" y=\"%d\">%s<title>%s — %d slices, %d instants, busy %s (%.1f%%)</title></text>\n",
-			indent, y+12, esc(fit(t.Name, labelWidth-indent-8)), esc(t.Name), len(t.Slices), len(t.Instants), esc(formatDuration(busy)), 100*frac)
+		lbl, ly := "lbl", y+12
+		if h == emptyHeight {
+			lbl, ly = "lbl idle", y+9
+		}
+		p.f("<text class=\"%s\" x=\"%d\" y=\"%d\">%s<title>%s — %d slices, %d instants, busy %s (%.1f%%)</title></text>\n",
+			lbl, indent, ly, esc(fit(t.Name, labelWidth-indent-8)), esc(t.Name), len(t.Slices), len(t.Instants), esc(formatDuration(busy)), 100*frac)
 		for _, b := range tl.bars {
 			if elements >= o.MaxElements {
 				break

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -205,4 +206,34 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("trace text opened a script element")
 		}
 	})
+}
+
+func TestLayoutMerge(t *testing.T) {
+	// 1000 ns over 1000 px: a nanosecond is a pixel.
+	sc := scale{start: 0, px: 1}
+	for _, tc := range []struct {
+		name   string
+		slices []Slice
+		want   []int // slices per bar, in order
+	}{
+		{"tiny run merges", []Slice{{Start: 0, End: 0}, {Start: 0, End: 0}, {Start: 0, End: 0}}, []int{3}},
+		{"wide keeps its own bar", []Slice{{Start: 0, End: 50}, {Start: 50, End: 50}, {Start: 50, End: 50}}, []int{1, 2}},
+		{"tiny before wide", []Slice{{Start: 0, End: 0}, {Start: 0, End: 40}}, []int{1, 1}},
+		{"gap of a pixel separates", []Slice{{Start: 0, End: 0}, {Start: 2, End: 2}, {Start: 4, End: 4}}, []int{1, 1, 1}},
+		{"rows merge apart", []Slice{{Start: 0, End: 0}, {Start: 0, End: 0, Depth: 1}, {Start: 0, End: 0}}, []int{2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &Track{Slices: tc.slices}
+			for _, s := range tc.slices {
+				tr.MaxDepth = max(tr.MaxDepth, s.Depth)
+			}
+			var got []int
+			for _, b := range layoutTrack(tr, sc, 1, 4).bars {
+				got = append(got, b.n)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("bars hold %v slices, want %v", got, tc.want)
+			}
+		})
+	}
 }
