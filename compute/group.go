@@ -37,7 +37,7 @@ func (c *cu) loop() {
 			return
 		}
 		c.p.sem <- struct{}{}
-		e := c.runGroup(r, w)
+		e := c.tracedGroup(r, w)
 		<-c.p.sem
 		r.finishGroup(e)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"vgpu/engine"
 	"vgpu/ratelog"
+	"vgpu/trace"
 )
 
 // Config is a Pool's shape and what it is connected to.
@@ -45,6 +46,8 @@ type Pool struct {
 
 	stats poolStats
 	san   sanitizer // strict mode's hazards and stale reads (hazard.go)
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 type poolStats struct {

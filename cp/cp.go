@@ -11,6 +11,7 @@ import (
 	"vgpu/abi"
 	"vgpu/compute"
 	"vgpu/ratelog"
+	"vgpu/trace"
 )
 
 // CP is the command processor: NumSlots hardware queues, each run by its own goroutine while
@@ -55,6 +56,8 @@ type CP struct {
 	retryWaits                               atomic.Uint64
 	shaderDispatches                         atomic.Uint64
 	shaderPreempts, shaderResumes            atomic.Uint64
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // New returns a CP with every queue inactive.
@@ -179,6 +182,7 @@ func (c *CP) Doorbell(dword uint32, value uint64) bool {
 			continue
 		}
 		q.kick(value)
+		c.traceDoorbell(i, value)
 		// A mapped queue saves its wptr after it sets stopped: if it is stopped now, the
 		// value may have missed the image.
 		if !q.mapped || !q.stopped.Load() {

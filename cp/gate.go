@@ -231,6 +231,7 @@ func (q *queue) cacheOp(op engine.CacheOp, va, size uint64) error {
 	if !q.open() {
 		return errRevoked
 	}
+	q.traceCache(op, va, size)
 	if err := q.mem.CacheOp(q.access(false), op, va, size); err != nil {
 		return memFault(err, va)
 	}

@@ -51,6 +51,7 @@ func (c *CP) EngineReset(v uint32) {
 	if v == 0 {
 		return
 	}
+	c.traceEngineReset(v)
 	c.engMu.Lock()
 	defer c.engMu.Unlock()
 	for _, bit := range []uint32{EngineGFX, EngineCompute} {

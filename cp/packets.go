@@ -338,6 +338,7 @@ func (q *queue) indirectBuffer(count uint32, p []byte) error {
 	s := &q.streams[level]
 	s.base, s.size, s.ring, s.pos, s.end, s.bufN, s.vmid = base, size, false, 0, size, 0, vmid
 	q.level = level
+	q.traceIB(base, size, ctl&abi.PM4_IB_CHAIN_MASK != 0)
 	return nil
 }
 
@@ -396,7 +397,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		return err
 	}
 	if d1&(abi.PM4_RELEASE_MEM_GCR_GLV_INV_MASK|abi.PM4_RELEASE_MEM_GCR_GL1_INV_MASK) != 0 && q.c.compute != nil {
-		q.c.compute.InvalidateL0()
+		q.invalidateL0()
 	}
 	if err := q.cacheActions(d1&abi.PM4_RELEASE_MEM_GCR_GL2_WB_MASK != 0, d1&abi.PM4_RELEASE_MEM_GCR_GL2_INV_MASK != 0,
 		d1&abi.PM4_RELEASE_MEM_GCR_GL2_DISCARD_MASK != 0, 0, engine.CacheAll); err != nil {
@@ -421,6 +422,7 @@ func (q *queue) releaseMem(count uint32, p []byte) error {
 		}
 		q.fences.Add(1)
 	}
+	q.traceFence(a, dataSel != releaseDataNone, intSel != releaseIntNone)
 	if intSel != releaseIntNone {
 		return q.push(engine.IV{
 			Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.curVMID()),
@@ -441,7 +443,7 @@ func (q *queue) acquireMem(count uint32, p []byte) error {
 		return reserved("ACQUIRE_MEM GCR_CNTL [31:19]")
 	}
 	if gcr&(abi.PM4_ACQUIRE_MEM_GCR_GLV_INV_MASK|abi.PM4_ACQUIRE_MEM_GCR_GL1_INV_MASK) != 0 && q.c.compute != nil {
-		q.c.compute.InvalidateL0() // the compute units' L0s (GLV, the vector L0, and GL1)
+		q.invalidateL0() // the compute units' L0s (GLV, the vector L0, and GL1)
 	}
 	va, size := uint64(0), engine.CacheAll
 	sizeLo, sizeHi := dw(p, 2), dw(p, 3)&0xFF
@@ -687,6 +689,7 @@ func (q *queue) protectedFence(count uint32, p []byte) error {
 	}
 	q.fenceValue = v
 	q.fences.Add(1)
+	q.traceFence(q.fenceAddr, true, true)
 	return q.push(engine.IV{
 		Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_CP_EOP, RingID: q.ringID, VMID: uint8(q.vmid),
 		Data: [4]uint32{q.fenceDoorbell},

@@ -102,6 +102,8 @@ type queue struct {
 	turnStart time.Time // when it began
 	turnWork  int       // work units done in it
 	nextCheck int       // turnWork at which the clock is read next
+
+	tr queueTrace // the timeline state (trace.go)
 }
 
 // stream is a dword source being executed: the ring (positions are the monotonic dword
@@ -256,7 +258,7 @@ func (q *queue) runActivation() {
 			return
 		}
 		ring.end, q.stuck = w, false
-		switch q.execute() {
+		switch q.tracedExecute() {
 		case execStuck:
 			q.stuck, q.stuckWptr = true, w
 		case execStop, execHalt:
@@ -356,6 +358,7 @@ func (q *queue) execute() execStatus {
 				return execDone
 			}
 			q.level--
+			q.traceIBEnd()
 			continue
 		}
 		if q.stopReq.Load() != 0 {
@@ -443,11 +446,13 @@ func (q *queue) execute() execStatus {
 			s.pos = pos + n
 		}
 		var err error
+		q.tracePacket(op, s.addr(pos))
 		if op == abi.PM4_IT_WRITE_DATA { // the most frequent packet: one call less
 			err = q.writeData(hdr&abi.PM4_HEADER_COUNT_MASK>>abi.PM4_HEADER_COUNT__SHIFT, p)
 		} else {
 			err = q.exec(op, hdr, p)
 		}
+		q.tracePacketEnd(op, err)
 		if err != nil {
 			if isIB {
 				s.pos = pos // refused before any stream changed
@@ -514,6 +519,8 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 	if !q.endBatch() {
 		return errHalted
 	}
+	q.traceWait("WAIT_REG_MEM")
+	defer q.traceWaitEnd()
 	q.state.Store(abi.HQD_STATE_WAITING)
 	q.parkedNow.Store(true)
 	q.c.parked.Add(1)
@@ -648,6 +655,7 @@ func (q *queue) announce(f *fault, addr uint64, info uint32) {
 	if !q.current() {
 		return
 	}
+	q.traceHalt(f, addr, info)
 	attrs := []any{"slot", q.slot, "error", errorName(f.code), "addr", fmt.Sprintf("%#x", addr),
 		"info", fmt.Sprintf("%#x", info), "why", f.why}
 	if f.err != nil {

@@ -159,7 +159,9 @@ func (q *queue) startShader(prog *shader.Program, d *SavedDispatch, saved *compu
 		// resumed one is not checked (its writes before the save were not recorded).
 		cd.Packet, cd.After = packet, q.hazardPeers()
 	}
-	return q.c.compute.Start(cd)
+	run, err := q.c.compute.Start(cd)
+	q.traceDispatch(run, d.Groups, saved != nil)
+	return run, err
 }
 
 // shaderFault is a shader error the CP found itself (a program that does not load or fetch):
@@ -225,6 +227,8 @@ func (q *queue) waitShadersTo(keep int, orWork bool) error {
 	if !q.endBatch() {
 		return errHalted
 	}
+	q.traceWait("dispatches")
+	defer q.traceWaitEnd()
 	w := q.wptr.Load()
 	// A register queue's dispatches must finish before a drain does: BUSY_KERNEL. A mapped
 	// queue's can be preempted (MES's hang detection is for the endless built-in kernel

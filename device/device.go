@@ -17,6 +17,7 @@ import (
 	"vgpu/l2"
 	"vgpu/pcie"
 	"vgpu/ratelog"
+	"vgpu/trace"
 	"vgpu/vfiouser"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	MSIXVectors                    int
 	ComputeUnits                   int // compute units of shader dispatches (0: DefaultComputeUnits)
 	Log                            *slog.Logger
+
+	// Trace records the timeline (docs/trace.md; nil: off). The caller closes it after Close.
+	Trace *trace.Recorder
 }
 
 // DefaultComputeUnits is the compute units of a Config that names none.

@@ -63,6 +63,7 @@ func (d *Device) newGPU() {
 	d.newMES()
 	// Engine writes can satisfy a parked WAIT_REG_MEM: tell the CP to re-check.
 	g.mmu.SetOnWrite(g.cp.Wake)
+	d.wireTrace()
 }
 
 // reset returns the core to power-on state: engines first, then what they use.
@@ -105,6 +106,7 @@ func (d *Device) computeUnits() int {
 
 // raiseVector delivers an interrupt the IH ring raises.
 func (d *Device) raiseVector(vector int) {
+	d.traceInterrupt(vector)
 	// Refusals are counted here; irq logs them (rate-limited) under its own keys.
 	if err := d.deliver(vector); err != nil && !errors.Is(err, errNoBusMaster) {
 		d.stats.irqErrors.Add(1)

@@ -54,6 +54,7 @@ const (
 
 // stopEngines is steps 1-3.
 func (d *Device) stopEngines(ev lifecycleEvent) {
+	d.traceLifecycle(ev)
 	d.mem.SetBusMaster(false)
 	d.gpu.mes.Reset() // before the CP: a revoked scheduler maps nothing onto the freed slots
 	d.gpu.cp.Reset()

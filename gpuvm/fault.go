@@ -103,6 +103,7 @@ func accessBits(a engine.Access, write bool) uint32 {
 // fault (latch, IV if enabled, then the default page or a *Fault).
 func (v *VM) fault(a engine.Access, c *ctxConfig, va uint64, write bool, f walkFault) (Translation, error) {
 	st := status(f, a, write)
+	v.traceFault(a, va, write, st, c.retries(f.k))
 	if c.retries(f.k) {
 		return Translation{}, v.retryFault(a, va, write, st)
 	}
@@ -152,6 +153,7 @@ func (v *VM) ReportFault(a engine.Access, va uint64, write bool, st uint32) {
 	st = st&(abi.REG_VM_FAULT_STATUS__MAPPING_ERROR_MASK|abi.REG_VM_FAULT_STATUS__PERMISSION_FAULTS_MASK|
 		abi.REG_VM_FAULT_STATUS__WALKER_ERROR_MASK|abi.REG_VM_FAULT_STATUS__PRT_MASK) | accessBits(a, write)
 	va &= vaLimit - 1
+	v.traceFault(a, va, write, st, false)
 	v.mu.Lock()
 	v.latchLocked(st, va)
 	pasid := uint16(v.regs.pasid[a.VMID&(NumVMIDs-1)])

@@ -36,6 +36,7 @@ func (v *VM) invalidate(vmids uint32, m invMask) {
 	if m == 0 {
 		return
 	}
+	v.traceInvalidate(vmids, m)
 	if vmids&1 != 0 {
 		if f := v.flush0.Load(); f != nil {
 			(*f)()

@@ -8,6 +8,7 @@ import (
 	"vgpu/abi"
 	"vgpu/engine"
 	"vgpu/ratelog"
+	"vgpu/trace"
 )
 
 const (
@@ -68,6 +69,8 @@ type VM struct {
 	stale  staleEvent
 	stats  counters
 	faults atomic.Uint64
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // hubRegs holds the registers as the driver wrote them.

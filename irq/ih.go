@@ -11,6 +11,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/ratelog"
+	"vgpu/trace"
 )
 
 // IHMemory is where the IH ring lives: Write stores p at GPU address va with VMID 0, bypassing
@@ -117,6 +118,8 @@ type IH struct {
 
 	limit    atomic.Pointer[ratelog.Limiter]
 	ownLimit *ratelog.Limiter // the default, on NewIH's logger
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // Keys of the IH's rate-limited log lines (ratelog).
@@ -239,6 +242,7 @@ func (h *IH) Push(iv engine.IV) {
 	if !h.enabledLocked() {
 		h.dropped++
 		h.mu.Unlock()
+		h.traceIV(iv, true)
 		return
 	}
 	ts := uint64(h.now()) & ihTimestampMask
@@ -248,6 +252,7 @@ func (h *IH) Push(iv engine.IV) {
 	h.lastTS = ts
 	encodeIV(&h.pend[(h.head+h.npen)%len(h.pend)], iv, ts)
 	h.npen++
+	h.traceIV(iv, false)
 	if h.writing {
 		h.mu.Unlock()
 		return

@@ -10,6 +10,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/engine"
+	"vgpu/trace"
 )
 
 // LineBytes is the size of one cache line (abi.L2_LINE_BYTES): the unit of fill, eviction and
@@ -147,6 +148,8 @@ type Cache struct {
 	}
 	events events
 	maint  maintenance
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // New returns an empty cache of MaxLines lines over b. A nil log discards messages.

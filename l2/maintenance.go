@@ -33,6 +33,7 @@ type MaintenanceStats struct {
 func (c *Cache) StartMaintenance(op Op) {
 	m := &c.maint
 	op &= opAll
+	c.traceMaintenance(op)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

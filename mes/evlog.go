@@ -17,6 +17,7 @@ type eventLog struct {
 // event appends a record. A write that fails turns logging off (and says so once): the
 // scheduler never depends on the log.
 func (a *activation) event(kind, reason uint32, slot int, prio uint32, doorbell uint32, rptr uint64, vmidPasid uint32) {
+	a.traceEvent(kind, reason, slot, doorbell, rptr)
 	l := &a.log
 	if l.addr == 0 {
 		return

@@ -10,6 +10,7 @@ import (
 	"vgpu/cp"
 	"vgpu/engine"
 	"vgpu/ratelog"
+	"vgpu/trace"
 )
 
 // Slots is the hardware the scheduler places queues on: the CP's HQD slots (cp.CP).
@@ -92,6 +93,8 @@ type MES struct {
 	lastState, lastErr uint32 // of the last activation once it ended (halt reason)
 	// draining counts call outs in flight of revoked activations (Quiesce waits for 0).
 	draining atomic.Int64
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // New builds the scheduler, off until MES_RING_ACTIVE = 1.

@@ -81,7 +81,7 @@ func (a *activation) frames(now time.Time) bool {
 			return false
 		}
 		f := decodeFrame(a.buf[:])
-		err := a.execute(&f, pos, now)
+		err := a.tracedExecute(&f, pos, now)
 		if err == errWaiting {
 			return true // a.pend set
 		}

@@ -162,12 +162,12 @@ func (a *activation) observeSlot(s int, q *queue, now time.Time) bool {
 		}
 		q.publish() // MES_QUERY_* follow a running queue
 	case cp.Preempted:
-		a.leftSlot(q, img, q.preemptReason, now)
+		a.tracedLeftSlot(q, img, q.preemptReason, now)
 	case cp.Halted:
 		q.errCode = img.Error
-		a.leftSlot(q, img, abi.MES_UNMAP_HALTED, now)
+		a.tracedLeftSlot(q, img, abi.MES_UNMAP_HALTED, now)
 	default: // Killed (RESET) or Empty (the CP was reset under us)
-		a.leftSlot(q, img, abi.MES_UNMAP_RESET, now)
+		a.tracedLeftSlot(q, img, abi.MES_UNMAP_RESET, now)
 	}
 	return true
 }
@@ -415,7 +415,7 @@ func (a *activation) schedule(now time.Time) {
 				continue
 			}
 			if slot := a.freeSlot(w.qtype); slot >= 0 {
-				a.place(w, slot, now) // may fail (no VMID yet): the next waiter tries
+				a.tracedPlace(w, slot, now) // may fail (no VMID yet): the next waiter tries
 				continue
 			}
 			if freeing[ti] > 0 {

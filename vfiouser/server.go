@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 	"vgpu/ratelog"
+	"vgpu/trace"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,7 @@ const commandQueueDepth = 256
 
 type options struct {
 	peerTimeout time.Duration
+	trace       *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 // Option configures a Server.

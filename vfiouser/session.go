@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"vgpu/ratelog"
+	"vgpu/trace"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,6 +55,8 @@ type session struct {
 	connected  bool       // Device.Connected was called
 	info       DeviceInfo // the layout the client was told about
 	out        []byte     // reply scratch buffer
+
+	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
 
 func newSession(s *Server, uc *net.UnixConn) (*session, error) {
@@ -73,6 +76,7 @@ func newSession(s *Server, uc *net.UnixConn) (*session, error) {
 	ss.debug = s.log.Enabled(context.Background(), slog.LevelDebug)
 	ss.peer = newPeer(conn, s.log, s.opts.peerTimeout, ss.ensureReader)
 	ss.peer.rl = s.rl
+	ss.trace = s.opts.trace
 	ss.queueCond.L = &ss.mu
 	ss.pool.New = func() any { return new(Message) }
 	return ss, nil
@@ -285,7 +289,7 @@ func (ss *session) dropQueue() {
 
 // handle runs one command and answers it.
 func (ss *session) handle(m *Message) {
-	reply, fds, err := ss.dispatch(m)
+	reply, fds, err := ss.tracedDispatch(m)
 	defer closeFDs(fds)
 	if err != nil {
 		ss.rl.Warn("vfio-user-command-failed", "vfio-user: command failed", "cmd", m.Cmd, "id", m.ID, "size", m.Size, "err", err)
