@@ -75,22 +75,6 @@ func addName(names []string, more *bool, n string) []string {
 	return append(names, n)
 }
 
-// scale maps trace time to pixels of the axis.
-type scale struct {
-	start int64
-	px    float64 // pixels per nanosecond
-}
-
-func newScale(m *Model, width int) scale {
-	span := m.End - m.Start
-	if span <= 0 {
-		span = 1
-	}
-	return scale{m.Start, float64(width) / float64(span)}
-}
-
-func (s scale) x(t int64) float64 { return float64(t-s.start) * s.px }
-
 // trackLayout is one track's drawn content at one merge distance.
 type trackLayout struct {
 	bars   []bar

@@ -177,27 +177,54 @@ func writeSVG(p *pageWriter, m *Model, l layout, o Options) {
 		}
 		p.s("</g>\n")
 	}
+	writeBreaks(p, m, sc, height)
 	writeFlows(p, m, l, o, ys, sc)
 	p.s("</svg></div>\n")
 }
 
-// writeAxis draws the time axis above and below the tracks, with grid lines.
+// writeAxis draws the time axis above and below the tracks, with grid lines, and the breaks
+// where quiet stretches were drawn narrow.
 func writeAxis(p *pageWriter, m *Model, o Options, height int) {
-	span := m.End - m.Start
-	step := tickStep(span, 10)
-	u := axisUnit(step)
 	sc := newScale(m, o.Width)
+	visible := m.End - m.Start
+	for _, b := range sc.breaks() {
+		visible -= b.t1 - b.t0
+	}
+	step := tickStep(visible, 10)
+	u := axisUnit(step)
 	p.s("<g class=\"axis\">")
-	for t := int64(0); t <= span; t += step {
-		x := float64(labelWidth) + sc.x(m.Start+t)
-		label := esc(formatTick(t, step, u))
-		p.f("<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\"/><text x=\"%s\" y=\"16\">%s</text><text x=\"%s\" y=\"%d\">%s</text>",
-			num(x), axisHeight-4, num(x), height-axisHeight+4, num(x), label, num(x), height-8, label)
-		if span == 0 || t > span-step { // the last tick; also guards overflow near MaxInt64
-			break
+	lastX := -1e9
+	for _, g := range sc.segs {
+		if g.quiet {
+			continue
+		}
+		first := (g.t0 - m.Start + step - 1) / step * step // the first multiple of step in the segment
+		for t := first; m.Start+t <= g.t1 && t >= 0; t += step {
+			x := float64(labelWidth) + sc.x(m.Start+t)
+			if x-lastX < 48 {
+				continue
+			}
+			lastX = x
+			label := esc(formatTick(t, step, u))
+			p.f("<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\"/><text x=\"%s\" y=\"16\">%s</text><text x=\"%s\" y=\"%d\">%s</text>",
+				num(x), axisHeight-4, num(x), height-axisHeight+4, num(x), label, num(x), height-8, label)
+			if t > g.t1-m.Start-step { // the segment's last tick; also guards overflow near MaxInt64
+				break
+			}
 		}
 	}
 	p.s("</g>\n")
+}
+
+// writeBreaks marks the quiet stretches drawn narrow: a pale band between dashed lines over
+// every track.
+func writeBreaks(p *pageWriter, m *Model, sc scale, height int) {
+	for _, b := range sc.breaks() {
+		x0, x1 := float64(labelWidth)+b.x0, float64(labelWidth)+b.x1
+		p.f("<g class=\"brk\"><rect x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\"/><path d=\"M%s %dV%dM%s %dV%d\"/><title>%s</title></g>\n",
+			num(x0), axisHeight-4, num(x1-x0), height-2*axisHeight+8, num(x0+2), axisHeight-4, height-axisHeight+4, num(x1-2), axisHeight-4, height-axisHeight+4,
+			esc(fmt.Sprintf("nothing happens for %s (from %s to %s): drawn %.0f px wide", formatDuration(b.t1-b.t0), rel(m, b.t0), rel(m, b.t1), breakWidth)))
+	}
 }
 
 func writeFlows(p *pageWriter, m *Model, l layout, o Options, ys []int, sc scale) {
@@ -290,6 +317,17 @@ func writeNotes(p *pageWriter, m *Model, l layout, o Options) {
 	}
 	notes = append(notes, fmt.Sprintf("%d slices drawn as %d bars; %d slices and instants closer than %s px (%s at this scale) were merged into one bar or mark each, which says how many it holds",
 		total, drawnBars, l.merged, strconv.FormatFloat(l.gap, 'f', -1, 64), formatDuration(int64(l.gap/newScale(m, o.Width).px))))
+	if bs := newScale(m, o.Width).breaks(); len(bs) > 0 {
+		longest := int64(0)
+		for _, b := range bs {
+			longest = max(longest, b.t1-b.t0)
+		}
+		what := fmt.Sprintf("%d quiet stretches without any slice or instant (the longest %s) are", len(bs), formatDuration(longest))
+		if len(bs) == 1 {
+			what = fmt.Sprintf("1 quiet stretch without any slice or instant (%s) is", formatDuration(longest))
+		}
+		notes = append(notes, fmt.Sprintf("%s drawn %.0f px wide (a pale band between dashed lines)", what, breakWidth))
+	}
 	if l.capped {
 		notes = append(notes, fmt.Sprintf("more than %d bars and marks even after merging: the rest were not drawn", o.MaxElements))
 	}

@@ -210,7 +210,7 @@ func FuzzRead(f *testing.F) {
 
 func TestLayoutMerge(t *testing.T) {
 	// 1000 ns over 1000 px: a nanosecond is a pixel.
-	sc := scale{start: 0, px: 1}
+	sc := linearScale(0, 1000, 1000)
 	for _, tc := range []struct {
 		name   string
 		slices []Slice
@@ -235,5 +235,43 @@ func TestLayoutMerge(t *testing.T) {
 				t.Errorf("bars hold %v slices, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestScaleBreaks(t *testing.T) {
+	// Work at 0..100 and 900..1000, nothing between: one break.
+	m := Build([]TrackInfo{{UUID: 1, Name: "HQD 1"}}, []Event{
+		{T: 0, Track: 1, Type: Begin, Name: "a"}, {T: 100, Track: 1, Type: End},
+		{T: 900, Track: 1, Type: Instant, Name: "b"}, {T: 950, Track: 1, Type: Begin, Name: "c"}, {T: 1000, Track: 1, Type: End},
+	})
+	sc := newScale(m, 1000)
+	bs := sc.breaks()
+	if len(bs) != 1 || bs[0].t0 != 100 || bs[0].t1 != 900 || bs[0].x1-bs[0].x0 != breakWidth {
+		t.Fatalf("breaks %+v, want one from 100 to 900, %v px", bs, breakWidth)
+	}
+	if x := sc.x(0); x != 0 {
+		t.Errorf("x(start) = %v", x)
+	}
+	if x := sc.x(1000); x != 1000 {
+		t.Errorf("x(end) = %v", x)
+	}
+	last := -1.0
+	for tm := int64(-10); tm <= 1010; tm += 5 {
+		x := sc.x(tm)
+		if x < last || x < 0 || x > 1000 {
+			t.Fatalf("x(%d) = %v after %v: not monotonic within the width", tm, x, last)
+		}
+		last = x
+	}
+	// A slice over the stretch keeps it: nothing is quiet.
+	m = Build([]TrackInfo{{UUID: 1, Name: "HQD 1"}}, []Event{
+		{T: 0, Track: 1, Type: Begin, Name: "wait"}, {T: 1000, Track: 1, Type: End}, {T: 500, Track: 1, Type: Instant}})
+	if bs := newScale(m, 1000).breaks(); len(bs) != 0 {
+		t.Errorf("breaks %+v under an open slice", bs)
+	}
+	page := render(t, Build([]TrackInfo{{UUID: 1, Name: "HQD 1"}}, []Event{{T: 0, Track: 1, Type: Instant},
+		{T: 10, Track: 1, Type: Instant}, {T: 10_000, Track: 1, Type: Instant}, {T: 10_010, Track: 1, Type: Instant}}), Options{})
+	if !strings.Contains(page, "1 quiet stretch without any slice or instant (9.99 µs) is drawn 24 px wide") || !strings.Contains(page, `class="brk"`) {
+		t.Errorf("page does not show or say its break")
 	}
 }

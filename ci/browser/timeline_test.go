@@ -72,7 +72,7 @@ func TestTimelinePage(t *testing.T) {
 			t.Errorf("%d %s tracks with slices drawn, want at least %d: %+v", got, kind, want, byKind[kind])
 		}
 	}
-	for _, kind := range []string{"ih", "transport"} {
+	for _, kind := range []string{"ih", "mes"} {
 		marks := 0
 		for _, d := range byKind[kind] {
 			marks += d.Marks
