@@ -64,7 +64,7 @@ func tlShader() asm.Instructions {
 // TimelineWorkload runs the timeline workload recording to rec (the caller closes it) and
 // checks that every job and dispatch completed and the scheduler stayed healthy.
 func TimelineWorkload(rec *trace.Recorder) error {
-	rig, err := newTracedRig(rec)
+	rig, err := tlRig(rec)
 	if err != nil {
 		return err
 	}
@@ -126,10 +126,10 @@ func TimelineWorkload(rec *trace.Recorder) error {
 			}
 			time.Sleep(tlGap)
 		}
-		if err := waitKernelFence(rig, seq); err != nil {
+		if err := tlWaitKernelFence(rig, seq); err != nil {
 			return err
 		}
-		if err := checkShader(rig); err != nil {
+		if err := tlCheckShader(rig); err != nil {
 			return err
 		}
 	}
@@ -143,9 +143,9 @@ func TimelineWorkload(rec *trace.Recorder) error {
 	return r.healthy()
 }
 
-// waitKernelFence waits for the kernel queue's fence, on the interrupt in short slices (the
+// tlWaitKernelFence waits for the kernel queue's fence, on the interrupt in short slices (the
 // user queues' fences interrupt on the same vector and their waiter may take the wakeup).
-func waitKernelFence(rig *Rig, seq uint32) error {
+func tlWaitKernelFence(rig *Rig, seq uint32) error {
 	deadline := time.Now().Add(tlTimeout)
 	for int32(rig.Fence()-seq) < 0 {
 		left := time.Until(deadline)
@@ -159,9 +159,9 @@ func waitKernelFence(rig *Rig, seq uint32) error {
 	return nil
 }
 
-// newTracedRig is NewRig's in-process rig (IH ring, the kernel queue in slot 1, two compute
+// tlRig is NewRig's in-process rig (IH ring, the kernel queue in slot 1, two compute
 // units) with the device and its vfio-user server recording to rec.
-func newTracedRig(rec *trace.Recorder) (*Rig, error) {
+func tlRig(rec *trace.Recorder) (*Rig, error) {
 	r := &Rig{size: 1 << 12}
 	err := func() error {
 		cfg := device.DefaultConfig()
@@ -208,8 +208,8 @@ func tlShaderResult(gid uint64) uint64 {
 	return v
 }
 
-// checkShader: every work-item of the last dispatch stored its result.
-func checkShader(rig *Rig) error {
+// tlCheckShader: every work-item of the last dispatch stored its result.
+func tlCheckShader(rig *Rig) error {
 	for gid := range uint64(tlItems * tlGroups) {
 		if got, want := binary.LittleEndian.Uint64(rig.VRAM[vramScratch+8*gid:]), tlShaderResult(gid); got != want {
 			return fmt.Errorf("work-item %d stored %#x, want %#x", gid, got, want)
