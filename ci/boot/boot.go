@@ -59,6 +59,8 @@ type Config struct {
 	Append []string
 	// Console receives the guest's serial console as it is written (and drops "quiet").
 	Console io.Writer
+	// TracePath, if set, records the boot's timeline there (docs/trace.md).
+	TracePath string
 }
 
 // Result is what one run produced.
@@ -126,6 +128,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Artefacts["server log"] = serverLog.Name()
 	devCfg := cfg.Device
 	devCfg.Log = slog.New(slog.NewTextHandler(serverLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	closeTrace, err := startTrace(cfg.TracePath, &devCfg, res, logw)
+	if err != nil {
+		return nil, err
+	}
+	defer closeTrace()
 	dev, err := device.New(devCfg)
 	if err != nil {
 		return nil, err
@@ -139,7 +146,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	srvCtx, stopServer := context.WithCancel(ctx)
 	srvDone := make(chan error, 1)
-	go func() { srvDone <- vfiouser.NewServer(dev, devCfg.Log).Serve(srvCtx, l) }()
+	srv := vfiouser.NewServer(dev, devCfg.Log, vfiouser.WithTrace(devCfg.Trace))
+	go func() { srvDone <- srv.Serve(srvCtx, l) }()
 	defer func() {
 		stopServer()
 		<-srvDone

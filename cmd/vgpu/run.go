@@ -49,6 +49,7 @@ func run(args []string) error {
 	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
 	securityMirror := fl.String("debian-security-mirror", "", "Debian security archive for the guest kernel (default: $"+images.SecurityMirrorEnv+", else the host's apt sources)")
 	devFlags := addDeviceFlags(fl)
+	tracePath := addRunTraceFlag(fl)
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -208,10 +209,12 @@ func run(args []string) error {
 			res, err := boot.Run(ctx, boot.Config{
 				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
 				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
+				TracePath: tracePath(sr.name, name),
 			})
 			if err != nil {
 				return err
 			}
+			printTrace(os.Stderr, res)
 			judgeSuite(sr.name, res)
 			if plan != nil {
 				printUserSummary(os.Stdout, name, res)

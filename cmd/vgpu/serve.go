@@ -25,6 +25,7 @@ func serve(args []string) error {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fl.String("socket", "", "path of the vfio-user unix socket to create (required)")
 	devFlags := addDeviceFlags(fl)
+	openTrace := addTraceFlag(fl)
 	level := fl.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fl.String("log-format", "text", "log format: text or json")
 	if err := fl.Parse(args); err != nil {
@@ -42,6 +43,10 @@ func serve(args []string) error {
 		return err
 	}
 	cfg.Log = log
+	if cfg.Trace, err = openTrace(); err != nil {
+		return err
+	}
+	defer closeTrace(cfg.Trace, log) // after dev.Close: the engines' last events are in
 	dev, err := device.New(cfg)
 	if err != nil {
 		return err
@@ -60,7 +65,7 @@ func serve(args []string) error {
 
 	log.Info("ready", "socket", *socket, "vendor", fmt.Sprintf("%#04x", cfg.VendorID), "device", fmt.Sprintf("%#04x", cfg.DeviceID),
 		"vram", cfg.VRAMSize, "bar_window", cfg.VRAMWindow, "doorbell", cfg.Doorbells.String(), "msix_vectors", cfg.MSIXVectors)
-	err = vfiouser.NewServer(dev, log).Serve(ctx, l)
+	err = vfiouser.NewServer(dev, log, vfiouser.WithTrace(cfg.Trace)).Serve(ctx, l)
 	fmt.Fprintf(os.Stderr, "vgpu diagnostics:\n%s", dev.Diagnostics())
 	if err != nil && ctx.Err() == nil {
 		return err
