@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"vgpu/ci/boot"
 	"vgpu/timeline"
 )
 
@@ -64,4 +66,22 @@ func timelineCmd(args []string) error {
 	}
 	fmt.Printf("wrote %s (%d bytes): %d tracks, %d slices, %d flows over %v\n", *out, fi.Size(), len(m.Tracks), slices, len(m.Flows), m.Span())
 	return nil
+}
+
+// writeTimeline draws a boot's trace (vgpu run --trace) as the page beside it,
+// DIR/<suite>-<IOMMU mode>.html, and names it. A page that cannot be made is reported and
+// does not fail the run: the trace itself is there.
+func writeTimeline(w io.Writer, res *boot.Result) {
+	path := res.Artefacts["trace"]
+	if path == "" {
+		return
+	}
+	page := strings.TrimSuffix(path, filepath.Ext(path)) + ".html"
+	if err := timeline.WriteFile(path, page); err != nil {
+		fmt.Fprintf(w, "== timeline: not written: %v\n", err)
+		return
+	}
+	if fi, err := os.Stat(page); err == nil {
+		fmt.Fprintf(w, "== timeline: %s (%d bytes; open it in a browser)\n", page, fi.Size())
+	}
 }

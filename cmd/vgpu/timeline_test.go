@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"vgpu/ci/boot"
 	"vgpu/timeline"
 	"vgpu/trace"
 )
@@ -86,5 +88,33 @@ func TestTimelineCommand(t *testing.T) {
 	}
 	if b, err := os.ReadFile(tr); err != nil || len(b) == 0 || strings.Contains(string(b), "<html") {
 		t.Errorf("the trace was damaged: %v", err)
+	}
+}
+
+// TestWriteTimeline: vgpu run writes the page beside each boot's trace.
+func TestWriteTimeline(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "ktap-no-IOMMU.pftrace")
+	recordTrace(t, tr)
+	var out bytes.Buffer
+	writeTimeline(&out, &boot.Result{Artefacts: map[string]string{"trace": tr}})
+	page := filepath.Join(dir, "ktap-no-IOMMU.html")
+	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte(`data-kind="hqd"`)) {
+		t.Fatalf("page: %v", err)
+	}
+	if !strings.Contains(out.String(), "== timeline: "+page) {
+		t.Errorf("output %q does not name the page", out.String())
+	}
+
+	out.Reset()
+	os.WriteFile(tr, []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"), 0o644)
+	writeTimeline(&out, &boot.Result{Artefacts: map[string]string{"trace": tr}})
+	if !strings.Contains(out.String(), "not written") {
+		t.Errorf("a broken trace: output %q", out.String())
+	}
+	out.Reset()
+	writeTimeline(&out, &boot.Result{Artefacts: map[string]string{}})
+	if out.Len() != 0 {
+		t.Errorf("no trace: output %q", out.String())
 	}
 }
