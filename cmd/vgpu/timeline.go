@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"vgpu/ci/boot"
 	"vgpu/timeline"
@@ -64,8 +65,18 @@ func timelineCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s (%d bytes): %d tracks, %d slices, %d flows over %v\n", *out, fi.Size(), len(m.Tracks), slices, len(m.Flows), m.Span())
+	fmt.Printf("wrote %s (%d bytes): %d tracks, %d slices, %d flows over %v\n", *out, fi.Size(), len(m.Tracks), slices, len(m.Flows), roundSpan(m.Span()))
 	return nil
+}
+
+// roundSpan keeps about four significant digits of a trace's span.
+func roundSpan(d time.Duration) time.Duration {
+	for unit := time.Second; unit > time.Microsecond; unit /= 1000 {
+		if d >= unit {
+			return d.Round(unit / 1000)
+		}
+	}
+	return d
 }
 
 // writeTimeline draws a boot's trace (vgpu run --trace) as the page beside it,
