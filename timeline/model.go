@@ -89,6 +89,7 @@ type Model struct {
 	// Unbalanced counts slices that had a begin but no end (drawn to the trace's end) or an
 	// end but no begin (drawn from the trace's start).
 	Unbalanced int
+	Skipped    int // counter values and events of no type: read, not drawn
 }
 
 // Track is one row group of the picture.

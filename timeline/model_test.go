@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"vgpu/trace/perfetto"
 )
 
 func trackNames(m *Model) []string {
@@ -202,6 +204,11 @@ func TestParseErrors(t *testing.T) {
 	extra = protowire.AppendVarint(extra, 3)
 	if m, err := Parse(append(extra, good...)); err != nil || m.Events != 22 {
 		t.Errorf("unknown top-level field: %v", err)
+	}
+	counter := &traceBuilder{t: t}
+	counter.event(ev{t: 5, track: uMES, typ: perfetto.TrackEvent_TYPE_COUNTER})
+	if m, err := Parse(append(slices.Clone(good), counter.b...)); err != nil || m.Skipped != 1 || m.Events != 22 {
+		t.Errorf("a counter value: skipped %d, events %d, %v; want 1, 22", m.Skipped, m.Events, err)
 	}
 	if m, err := Parse(nil); err != nil || len(m.Tracks) != 0 {
 		t.Errorf("empty trace: %v", err)

@@ -71,10 +71,11 @@ func Read(r io.Reader) (*Model, error) {
 // is not a Trace message is ErrNotATrace.
 func Parse(b []byte) (*Model, error) {
 	var (
-		infos  []TrackInfo
-		events []Event
-		pkt    perfetto.TracePacket
-		off    int
+		infos   []TrackInfo
+		events  []Event
+		pkt     perfetto.TracePacket
+		off     int
+		skipped int
 	)
 	for n := 0; off < len(b); n++ {
 		num, typ, l := protowire.ConsumeTag(b[off:])
@@ -123,7 +124,8 @@ func Parse(b []byte) (*Model, error) {
 			case perfetto.TrackEvent_TYPE_INSTANT:
 				typ = Instant
 			default:
-				continue // counters and unspecified events are not drawn
+				skipped++ // counters and unspecified events are not drawn
+				continue
 			}
 			if len(events) >= MaxEvents {
 				return nil, ErrTooManyEvents
@@ -136,7 +138,9 @@ func Parse(b []byte) (*Model, error) {
 				Args: args(te.GetDebugAnnotations()), Flows: te.GetFlowIds(), Terminating: te.GetTerminatingFlowIds()})
 		}
 	}
-	return Build(infos, events), nil
+	m := Build(infos, events)
+	m.Skipped = skipped
+	return m, nil
 }
 
 // args renders an event's debug annotations as "name=value", at most maxArgs of them.

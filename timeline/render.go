@@ -2,7 +2,9 @@ package timeline
 
 import (
 	"bufio"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"hash/fnv"
 	"html"
@@ -16,6 +18,14 @@ var pageCSS string
 
 //go:embed page.js
 var pageJS string
+
+// contentPolicy is the page's Content-Security-Policy: nothing is fetched from anywhere, and
+// the only script that runs is the page's own (by its hash), so even a name that escaped its
+// escaping could neither load nor run anything.
+var contentPolicy = func() string {
+	sum := sha256.Sum256([]byte(pageJS))
+	return "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}()
 
 // Geometry of the drawing, in pixels.
 const (
@@ -91,7 +101,8 @@ func Render(w io.Writer, m *Model, o Options) error {
 	o = o.withDefaults()
 	l := layoutModel(m, o)
 	p := &pageWriter{w: bufio.NewWriterSize(w, 64<<10)}
-	p.s("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", esc(o.Title), "</title>\n",
+	p.s("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+		"<meta http-equiv=\"Content-Security-Policy\" content=\"", contentPolicy, "\">\n<title>", esc(o.Title), "</title>\n",
 		"<meta name=\"viewport\" content=\"width=device-width\">\n<style>\n", pageCSS, "</style>\n</head>\n<body>\n")
 	p.s("<header><h1>", esc(o.Title), "</h1><p class=\"meta\">")
 	if o.Source != "" {
@@ -105,7 +116,7 @@ func Render(w io.Writer, m *Model, o Options) error {
 	writeNotes(p, m, l, o)
 	writeLatencies(p, m)
 	writeTrackTable(p, m)
-	p.s("<script>\n", pageJS, "</script>\n</body>\n</html>\n")
+	p.s("<script>", pageJS, "</script>\n</body>\n</html>\n") // exactly the text contentPolicy hashes
 	if p.err != nil {
 		return p.err
 	}
@@ -340,6 +351,9 @@ func writeNotes(p *pageWriter, m *Model, l layout, o Options) {
 	}
 	if hidden > 0 {
 		notes = append(notes, fmt.Sprintf("%d slices nested deeper than %d levels are not drawn", hidden, o.MaxRows))
+	}
+	if m.Skipped > 0 {
+		notes = append(notes, fmt.Sprintf("%d counter values and events of no type are not drawn", m.Skipped))
 	}
 	if m.Unbalanced > 0 {
 		notes = append(notes, fmt.Sprintf("%d slices were unbalanced (a begin without an end is drawn to the trace's end, an end without a begin from its start; dashed outline)", m.Unbalanced))

@@ -2,6 +2,8 @@ package timeline
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,6 +45,12 @@ func TestRenderSample(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	sum := sha256.Sum256([]byte(pageJS))
+	csp := `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-` +
+		base64.StdEncoding.EncodeToString(sum[:]) + `'">`
+	if !strings.Contains(page, csp) || !strings.Contains(page, "<script>"+pageJS+"</script>") {
+		t.Errorf("page lacks its policy %s or the script it names", csp)
 	}
 	// Self-contained: nothing is fetched.
 	for _, bad := range []string{"src=", "href=", "@import", "url(http", "//cdn", "<link"} {

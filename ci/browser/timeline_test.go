@@ -166,3 +166,40 @@ func checkScreenshot(t *testing.T, shot []byte) {
 		t.Errorf("screenshot looks empty: %d colours, %d of %d sampled pixels white", len(colours), white, total)
 	}
 }
+
+// TestTimelinePolicy: the page's Content-Security-Policy lets only its own script run and
+// nothing load, so markup that got into the page some other way (a copy of the page edited
+// by hand, an escaping bug) does nothing.
+func TestTimelinePolicy(t *testing.T) {
+	b, ctx := start(t)
+	dir := t.TempDir()
+	var page bytes.Buffer
+	m := timeline.Build([]timeline.TrackInfo{{UUID: 1, Name: "HQD 1"}}, []timeline.Event{
+		{T: 0, Track: 1, Type: timeline.Begin, Name: "IB"}, {T: 10, Track: 1, Type: timeline.End}})
+	if err := timeline.Render(&page, m, timeline.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	injected := strings.Replace(page.String(), "</body>",
+		`<script>window.injected = 1;</script><img src="http://mirror.example/x.png"></body>`, 1)
+	path := filepath.Join(dir, "injected.html")
+	if err := os.WriteFile(path, []byte(injected), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Navigate(ctx, "file://"+path); err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Injected bool
+		Ready    string
+	}
+	if err := b.Evaluate(ctx, `({injected: window.injected === 1, ready: document.documentElement.getAttribute("data-ready") || ""})`, &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.Injected || state.Ready == "" {
+		t.Errorf("injected script ran: %v; the page's own ran: %q", state.Injected, state.Ready)
+	}
+	probs := strings.Join(b.Problems(), "\n")
+	if strings.Count(probs, "Content Security Policy") < 2 {
+		t.Errorf("the browser did not report both blocked elements:\n%s", probs)
+	}
+}
