@@ -149,6 +149,7 @@ func layoutTrack(t *Track, sc scale, gap float64, maxRows int) trackLayout {
 // layout is the whole drawing: the tracks drawn, at the smallest merge distance (1, 2, 4 …
 // pixels) that keeps the bars and marks within the element cap.
 type layout struct {
+	sc     scale
 	tracks []trackLayout // for m.Tracks[:len(tracks)]
 	gap    float64       // merge distance in pixels
 	merged int           // slices and instants drawn together with others
@@ -160,7 +161,7 @@ func layoutModel(m *Model, o Options) layout {
 	n := min(len(m.Tracks), o.MaxTracks)
 	var l layout
 	for gap := 1.0; ; gap *= 2 {
-		l = layout{tracks: make([]trackLayout, n), gap: gap}
+		l = layout{sc: sc, tracks: make([]trackLayout, n), gap: gap}
 		total := 0
 		for i := range n {
 			l.tracks[i] = layoutTrack(m.Tracks[i], sc, gap, o.MaxRows)

@@ -243,6 +243,9 @@ func Build(infos []TrackInfo, events []Event) *Model {
 		case End:
 			st := stacks[e.Track]
 			if len(st) == 0 {
+				if name == "" {
+					name = "(an end without a begin)"
+				}
 				t.Slices = append(t.Slices, Slice{Start: m.Start, End: e.T, Name: name, Args: e.Args, NoBegin: true})
 				m.Unbalanced++
 				break

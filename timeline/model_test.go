@@ -108,6 +108,8 @@ func TestBuildMatching(t *testing.T) {
 			[]Slice{{Start: 5, End: 7, Name: "late", NoBegin: true}}, 1},
 		{"begin without end", []Event{{T: 5, Track: 1, Type: Begin, Name: "a"}, {T: 6, Track: 1, Type: Begin, Name: "b"}, {T: 9, Track: 1, Type: Instant}},
 			[]Slice{{Start: 5, End: 9, Name: "a", Open: true}, {Start: 6, End: 9, Name: "b", Depth: 1, Open: true}}, 2},
+		{"unnamed end without begin", []Event{{T: 1, Track: 1, Type: End}},
+			[]Slice{{Start: 1, End: 1, Name: "(an end without a begin)", NoBegin: true}}, 1},
 		{"out of order in the file", []Event{{T: 4, Track: 1, Type: End}, {T: 2, Track: 1, Type: Begin, Name: "a"}},
 			[]Slice{{Start: 2, End: 4, Name: "a"}}, 0},
 		{"equal times keep file order", []Event{{T: 1, Track: 1, Type: Begin, Name: "a"}, {T: 3, Track: 1, Type: End},

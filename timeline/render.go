@@ -126,10 +126,10 @@ func Render(w io.Writer, m *Model, o Options) error {
 func writeSVG(p *pageWriter, m *Model, l layout, o Options) {
 	ys, height := trackY(l, m)
 	width := labelWidth + o.Width + 12
-	sc := newScale(m, o.Width)
-	p.f("<div class=\"scroll\"><svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", width, height, width, height)
+	sc := l.sc
+	p.f("<div class=\"scroll\"><svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"timeline of %d tracks\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", len(l.tracks), width, height, width, height)
 	p.s("<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\"><path d=\"M0 0L6 3L0 6z\" class=\"fa\"/></marker></defs>\n")
-	writeAxis(p, m, o, height)
+	writeAxis(p, m, sc, height)
 	elements := 0
 	labels := 0
 	for i, tl := range l.tracks {
@@ -195,8 +195,7 @@ func writeSVG(p *pageWriter, m *Model, l layout, o Options) {
 
 // writeAxis draws the time axis above and below the tracks, with grid lines, and the breaks
 // where quiet stretches were drawn narrow.
-func writeAxis(p *pageWriter, m *Model, o Options, height int) {
-	sc := newScale(m, o.Width)
+func writeAxis(p *pageWriter, m *Model, sc scale, height int) {
 	visible := m.End - m.Start
 	for _, b := range sc.breaks() {
 		visible -= b.t1 - b.t0
@@ -327,8 +326,8 @@ func writeNotes(p *pageWriter, m *Model, l layout, o Options) {
 		drawnBars += len(tl.bars)
 	}
 	notes = append(notes, fmt.Sprintf("%d slices drawn as %d bars; %d slices and instants closer than %s px (%s at this scale) were merged into one bar or mark each, which says how many it holds",
-		total, drawnBars, l.merged, strconv.FormatFloat(l.gap, 'f', -1, 64), formatDuration(int64(l.gap/newScale(m, o.Width).px))))
-	if bs := newScale(m, o.Width).breaks(); len(bs) > 0 {
+		total, drawnBars, l.merged, strconv.FormatFloat(l.gap, 'f', -1, 64), formatDuration(int64(l.gap/l.sc.px))))
+	if bs := l.sc.breaks(); len(bs) > 0 {
 		longest := int64(0)
 		for _, b := range bs {
 			longest = max(longest, b.t1-b.t0)
