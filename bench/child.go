@@ -80,7 +80,7 @@ func ignoreHangUp(err error) error {
 }
 
 // newDevice is the device every rig serves: 256 MiB of VRAM, all of it in the BAR window.
-func newDevice(mode bars.DoorbellMode, cus int) (*device.Device, error) {
+func newDevice(mode bars.DoorbellMode, cus int, opts ...func(*device.Config)) (*device.Device, error) {
 	cfg := device.DefaultConfig()
 	cfg.VRAMSize, cfg.VRAMWindow = rigVRAM, rigVRAM
 	cfg.Doorbells = mode
@@ -88,6 +88,9 @@ func newDevice(mode bars.DoorbellMode, cus int) (*device.Device, error) {
 		cfg.ComputeUnits = cus
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, o := range opts {
+		o(&cfg)
+	}
 	return device.New(cfg)
 }
 

@@ -13,6 +13,7 @@ import (
 	"vgpu/bars"
 	"vgpu/device"
 	"vgpu/pm4"
+	"vgpu/trace"
 	"vgpu/vfiouser"
 	"vgpu/vfiouser/vfiousertest"
 )
@@ -60,6 +61,8 @@ type RigConfig struct {
 	Process    bool   // serve the device from a child process (see ServeIfChild)
 	// ComputeUnits (in-process rigs only; 0: the device's default) shapes the compute units.
 	ComputeUnits int
+	// Trace (in-process rigs only) records the device's and the server's timeline (trace.go).
+	Trace *trace.Recorder
 }
 
 // NewRig starts a device and brings up the IH ring, one compute queue (unless NoQueue) and
@@ -70,7 +73,7 @@ func NewRig(rc RigConfig) (*Rig, error) {
 	if rc.Process {
 		err = r.connectChild(rc.Doorbells)
 	} else {
-		err = r.connect(rc.Doorbells, rc.ComputeUnits)
+		err = r.connect(rc.Doorbells, rc.ComputeUnits, rc.Trace)
 	}
 	if err == nil {
 		_, err = r.C.Negotiate()
@@ -85,8 +88,8 @@ func NewRig(rc RigConfig) (*Rig, error) {
 }
 
 // connect serves a device in this process over a socketpair.
-func (r *Rig) connect(mode bars.DoorbellMode, cus int) error {
-	dev, err := newDevice(mode, cus)
+func (r *Rig) connect(mode bars.DoorbellMode, cus int, rec *trace.Recorder) error {
+	dev, err := newDevice(mode, cus, func(c *device.Config) { c.Trace = rec })
 	if err != nil {
 		return err
 	}
@@ -96,7 +99,7 @@ func (r *Rig) connect(mode bars.DoorbellMode, cus int) error {
 	if err != nil {
 		return err
 	}
-	srv := vfiouser.NewServer(dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := vfiouser.NewServer(dev, slog.New(slog.NewTextHandler(io.Discard, nil)), vfiouser.WithTrace(rec))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.ServeConn(ctx, sc); close(done) }()

@@ -16,14 +16,16 @@ type Options struct {
 	// MaxBytes stops the file growing: events that would be written past it are dropped and
 	// counted (0: DefaultMaxBytes).
 	MaxBytes int64
-	// Queue is the number of events waiting for the writer; when it is full an event is
-	// dropped and counted rather than making an engine wait (0: DefaultQueue).
+	// Queue is the number of events that can wait for the writer; when they are that many
+	// an event is dropped and counted rather than making an engine wait (0: DefaultQueue).
+	// The recorder's memory is twice this many events (the batch being written and the one
+	// being filled), about 230 bytes each.
 	Queue int
 }
 
 const (
 	DefaultMaxBytes = 256 << 20
-	DefaultQueue    = 1 << 14
+	DefaultQueue    = 1 << 13
 	// maxQueue bounds Options.Queue: the queue's memory is its length times an event's size.
 	maxQueue = 1 << 20
 )
@@ -34,12 +36,16 @@ var ErrClosed = errors.New("trace: recorder already closed")
 // Recorder records events to one trace file. A nil *Recorder records nothing and costs
 // nothing: every method returns at once.
 type Recorder struct {
-	start  time.Time
-	events chan event
-	stop   chan struct{} // closed by Close: the writer drains and flushes
-	done   chan struct{} // closed by the writer when the file is complete
-	closed atomic.Bool
-	once   sync.Once
+	start time.Time
+	// The queue: engines append to pending under mu; the writer swaps it for the batch it
+	// has written. ready (one slot) tells the writer a batch has begun or is half full.
+	mu      sync.Mutex
+	pending []event
+	ready   chan struct{}
+	stop    chan struct{} // closed by Close: the writer drains and flushes
+	done    chan struct{} // closed by the writer when the file is complete
+	closed  atomic.Bool
+	once    sync.Once
 
 	dropped atomic.Uint64 // events lost to a full queue or the size cap
 	written atomic.Uint64 // events written
@@ -74,10 +80,11 @@ func New(w io.Writer, o Options) *Recorder {
 	}
 	o.Queue = min(o.Queue, maxQueue)
 	r := &Recorder{
-		start:  time.Now(),
-		events: make(chan event, o.Queue),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		start:   time.Now(),
+		pending: make([]event, 0, o.Queue),
+		ready:   make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	r.w = newWriter(r, bufio.NewWriterSize(w, 64<<10), o.MaxBytes)
 	go r.w.run()
@@ -175,11 +182,21 @@ func (r *Recorder) emit(e *event, args []Arg) {
 		return
 	}
 	e.nargs = uint8(copy(e.args[:], args))
-	e.ts = int64(r.sinceStart())
-	select {
-	case r.events <- *e:
-	default:
+	r.mu.Lock()
+	e.ts = int64(r.sinceStart()) // under mu: the queue is in time order
+	n, c := len(r.pending), cap(r.pending)
+	if n == c {
+		r.mu.Unlock()
 		r.dropped.Add(1)
+		return
+	}
+	r.pending = append(r.pending, *e)
+	r.mu.Unlock()
+	if n == 0 || n == c/2 {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
 	}
 }
 

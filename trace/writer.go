@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -20,58 +21,58 @@ type writer struct {
 	max      int64
 	err      error // the first write error; later events are dropped
 	declared [numTracks]bool
-	seenLost uint64
-
-	// Reused for every packet: the writer marshals one at a time.
-	buf  []byte
-	pkt  perfetto.TracePacket
-	ev   perfetto.TrackEvent
-	data perfetto.TracePacket_TrackEvent
-	anns [maxArgs]perfetto.DebugAnnotation
-	annp [maxArgs]*perfetto.DebugAnnotation
-	vals [maxArgs]struct {
-		u perfetto.DebugAnnotation_UintValue
-		i perfetto.DebugAnnotation_IntValue
-		s perfetto.DebugAnnotation_StringValue
-	}
-	cats     [1]string
-	flows    [1]uint64
-	ts, uuid uint64
-	seq      uint32
-	typ      perfetto.TrackEvent_Type
-	names    [maxArgs]string
+	seenLost uint64 // Dropped when the last event was written
+	enc      encoder
+	buf      []byte
+	batch    []event // the queue's other half
 }
 
 func newWriter(r *Recorder, out *bufio.Writer, max int64) *writer {
-	w := &writer{r: r, out: out, max: max, seq: sequenceID}
-	for i := range w.annp {
-		w.annp[i] = &w.anns[i]
-	}
-	return w
+	return &writer{r: r, out: out, max: max, batch: make([]event, 0, cap(r.pending))}
 }
+
+// batchDelay is how long the writer lets a batch fill after its first event (unless it gets
+// half full first): one wake-up per batch, not per event.
+const batchDelay = time.Millisecond
 
 func (w *writer) run() {
 	defer close(w.r.done)
 	w.header()
+	delay := time.NewTimer(batchDelay)
+	delay.Stop()
 	for {
 		select {
-		case e := <-w.r.events:
-			w.event(&e)
-		case <-w.r.stop:
-			for {
-				select {
-				case e := <-w.r.events:
-					w.event(&e)
-					continue
-				default:
-				}
-				break
+		case <-w.r.ready:
+			delay.Reset(batchDelay)
+			select {
+			case <-w.r.ready: // half full
+			case <-delay.C:
+			case <-w.r.stop:
 			}
+			delay.Stop()
+			w.drain()
+		case <-w.r.stop:
+			w.drain()
 			w.trailer()
 			if err := w.out.Flush(); err != nil && w.err == nil {
 				w.err = fmt.Errorf("trace: %w", err)
 			}
 			return
+		}
+	}
+}
+
+// drain writes the queued events, swapping the queue's halves until it is empty.
+func (w *writer) drain() {
+	for {
+		w.r.mu.Lock()
+		w.batch, w.r.pending = w.r.pending, w.batch[:0]
+		w.r.mu.Unlock()
+		if len(w.batch) == 0 {
+			return
+		}
+		for i := range w.batch {
+			w.event(&w.batch[i])
 		}
 	}
 }
@@ -121,54 +122,18 @@ func (w *writer) event(e *event) {
 	if !w.declared[e.track] {
 		w.declare(e.track)
 	}
-	w.ts, w.uuid = uint64(e.ts), e.track.uuid()
-	w.pkt = perfetto.TracePacket{Timestamp: &w.ts, TrustedPacketSequenceId: &w.seq, Data: &w.data}
-	if d := w.r.dropped.Load(); d != w.seenLost {
-		w.seenLost = d
-		one := uint32(1)
-		w.pkt.PreviousPacketDropped = &one
-	}
-	w.typ = perfetto.TrackEvent_Type(e.kind)
-	w.cats[0] = e.track.category()
-	w.ev = perfetto.TrackEvent{Type: &w.typ, TrackUuid: &w.uuid}
-	if e.kind != kindEnd {
-		w.ev.Name = &e.name
-		w.ev.Categories = w.cats[:]
-	}
-	if e.flow != 0 {
-		w.flows[0] = e.flow
-		if e.flowEnd {
-			w.ev.TerminatingFlowIds = w.flows[:]
-		} else {
-			w.ev.FlowIds = w.flows[:]
-		}
-	}
-	for i := range int(e.nargs) {
-		a, d, v := &e.args[i], &w.anns[i], &w.vals[i]
-		w.names[i] = a.Key
-		*d = perfetto.DebugAnnotation{Name: &w.names[i]}
-		switch {
-		case a.IsStr:
-			v.s.StringValue = a.Str
-			d.Value = &v.s
-		case a.IsInt:
-			v.i.IntValue = int64(a.Val)
-			d.Value = &v.i
-		default:
-			v.u.UintValue = a.Val
-			d.Value = &v.u
-		}
-	}
-	w.ev.DebugAnnotations = w.annp[:e.nargs]
-	w.data.TrackEvent = &w.ev
-	if w.packet(&w.pkt) {
+	d := w.r.dropped.Load()
+	lost := d != w.seenLost
+	w.seenLost = d
+	w.buf = w.enc.appendEvent(w.buf[:0], e, sequenceID, lost)
+	if w.write(w.buf) {
 		w.r.written.Add(1)
 	} else {
 		w.r.dropped.Add(1)
 	}
 }
 
-// packet writes p unless the file is at its cap or broken; it reports whether it did.
+// packet writes p (a descriptor) unless the file is at its cap or broken.
 func (w *writer) packet(p *perfetto.TracePacket) bool {
 	if w.err != nil {
 		return false
@@ -179,14 +144,23 @@ func (w *writer) packet(p *perfetto.TracePacket) bool {
 		w.err = err
 		return false
 	}
-	n := w.r.bytes.Load()
-	if n+int64(len(w.buf)) > w.max {
+	return w.write(w.buf)
+}
+
+// write writes one encoded packet unless the file is at its cap or broken; it reports
+// whether it did.
+func (w *writer) write(b []byte) bool {
+	if w.err != nil {
 		return false
 	}
-	if _, err := w.out.Write(w.buf); err != nil {
+	n := w.r.bytes.Load()
+	if n+int64(len(b)) > w.max {
+		return false
+	}
+	if _, err := w.out.Write(b); err != nil {
 		w.err = fmt.Errorf("trace: %w", err)
 		return false
 	}
-	w.r.bytes.Add(int64(len(w.buf)))
+	w.r.bytes.Add(int64(len(b)))
 	return true
 }

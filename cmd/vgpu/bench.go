@@ -28,6 +28,7 @@ func runBench(args []string) error {
 		one(bench.DoorbellIRQ(bars.DoorbellTrap).Run),
 		one(bench.DoorbellIRQ(bars.DoorbellPoll).Run),
 		one(bench.PacketRate().Run),
+		one(bench.TracePacketRate), one(bench.TraceDoorbellIRQ),
 		one(bench.PacketRateVMIDs().Run),
 		one(bench.PacketRateProcessVMID().Run),
 		one(bench.TranslateTLBHit().Run),
