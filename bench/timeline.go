@@ -1,22 +1,17 @@
 package bench
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
 	"github.com/cilium/ebpf/asm"
 
 	"vgpu/abi"
-	"vgpu/device"
 	"vgpu/pm4"
 	"vgpu/shader"
 	"vgpu/trace"
-	"vgpu/vfiouser"
 	"vgpu/vfiouser/vfiousertest"
 )
 
@@ -64,7 +59,7 @@ func tlShader() asm.Instructions {
 // TimelineWorkload runs the timeline workload recording to rec (the caller closes it) and
 // checks that every job and dispatch completed and the scheduler stayed healthy.
 func TimelineWorkload(rec *trace.Recorder) error {
-	rig, err := tlRig(rec)
+	rig, err := NewRig(RigConfig{RingDwords: 1 << 12, ComputeUnits: tlGroups, Trace: rec})
 	if err != nil {
 		return err
 	}
@@ -157,46 +152,6 @@ func tlWaitKernelFence(rig *Rig, seq uint32) error {
 		}
 	}
 	return nil
-}
-
-// tlRig is NewRig's in-process rig (IH ring, the kernel queue in slot 1, two compute
-// units) with the device and its vfio-user server recording to rec.
-func tlRig(rec *trace.Recorder) (*Rig, error) {
-	r := &Rig{size: 1 << 12}
-	err := func() error {
-		cfg := device.DefaultConfig()
-		cfg.VRAMSize, cfg.VRAMWindow = rigVRAM, rigVRAM
-		cfg.ComputeUnits = tlGroups
-		cfg.Trace = rec
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		dev, err := device.New(cfg)
-		if err != nil {
-			return err
-		}
-		r.Dev = dev
-		r.closer = append(r.closer, func() error { return dev.Close() })
-		sc, cc, err := vfiousertest.Socketpair()
-		if err != nil {
-			return err
-		}
-		srv := vfiouser.NewServer(dev, cfg.Log, vfiouser.WithTrace(rec))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { srv.ServeConn(ctx, sc); close(done) }()
-		r.closer = append(r.closer, func() error { cancel(); sc.Close(); <-done; return nil })
-		if r.C, err = vfiousertest.NewClient(cc); err != nil {
-			return err
-		}
-		r.closer = append(r.closer, r.C.Close)
-		if _, err := r.C.Negotiate(); err != nil {
-			return err
-		}
-		return r.bringUp(RigConfig{RingDwords: r.size})
-	}()
-	if err != nil {
-		return nil, errors.Join(err, r.Close())
-	}
-	return r, nil
 }
 
 // tlShaderResult is what work-item gid of tlShader stores (the check of the dispatch).
