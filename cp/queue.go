@@ -446,7 +446,7 @@ func (q *queue) execute() execStatus {
 			s.pos = pos + n
 		}
 		var err error
-		q.tracePacket(op, s.addr(pos))
+		q.tracePacket(op, s, pos)
 		if op == abi.PM4_IT_WRITE_DATA { // the most frequent packet: one call less
 			err = q.writeData(hdr&abi.PM4_HEADER_COUNT_MASK>>abi.PM4_HEADER_COUNT__SHIFT, p)
 		} else {

@@ -80,18 +80,31 @@ func (s execStatus) String() string {
 	return "?"
 }
 
-// tracePacket opens the slice of a packet about to run at addr; an INDIRECT_BUFFER has none
-// (its IB slice, traceIB, stands for it).
-func (q *queue) tracePacket(op uint32, addr uint64) {
-	if r := q.c.trace; r != nil && op != abi.PM4_IT_INDIRECT_BUFFER {
-		r.Begin(trace.HQD(q.slot), opNames[op&0xFF], trace.U("addr", addr))
+// tracePacket opens the slice of a packet about to run at pos of s; an INDIRECT_BUFFER has
+// none (its IB slice, traceIB, stands for it). It and tracePacketEnd run for every packet:
+// they inline to a nil check when recording is off.
+func (q *queue) tracePacket(op uint32, s *stream, pos uint64) {
+	if q.c.trace != nil {
+		q.tracePacketOn(op, s, pos)
+	}
+}
+
+func (q *queue) tracePacketOn(op uint32, s *stream, pos uint64) {
+	if op != abi.PM4_IT_INDIRECT_BUFFER {
+		q.c.trace.Begin(trace.HQD(q.slot), opNames[op&0xFF], trace.U("addr", s.addr(pos)))
 	}
 }
 
 // tracePacketEnd closes tracePacket's slice.
 func (q *queue) tracePacketEnd(op uint32, err error) {
+	if q.c.trace != nil {
+		q.tracePacketEndOn(op, err)
+	}
+}
+
+func (q *queue) tracePacketEndOn(op uint32, err error) {
 	r := q.c.trace
-	if r == nil || op == abi.PM4_IT_INDIRECT_BUFFER {
+	if op == abi.PM4_IT_INDIRECT_BUFFER {
 		return
 	}
 	if err != nil && err != errStop {
@@ -179,13 +192,25 @@ func (q *queue) traceFence(addr uint64, data, irq bool) {
 // traceCache records a GL2 cache action a packet requested.
 func (q *queue) traceCache(op engine.CacheOp, va, size uint64) {
 	if r := q.c.trace; r != nil {
+		name := "GL2 " + op.String()
+		if int(op) < len(gl2Names) {
+			name = gl2Names[op]
+		}
 		if size == engine.CacheAll {
-			r.Instant(trace.HQD(q.slot), "GL2 "+op.String(), trace.S("range", "all"))
+			r.Instant(trace.HQD(q.slot), name, trace.S("range", "all"))
 			return
 		}
-		r.Instant(trace.HQD(q.slot), "GL2 "+op.String(), trace.U("va", va), trace.U("bytes", size))
+		r.Instant(trace.HQD(q.slot), name, trace.U("va", va), trace.U("bytes", size))
 	}
 }
+
+// gl2Names are traceCache's event names, made once (not a string per event).
+var gl2Names = func() (n [engine.CacheDiscard + 1]string) {
+	for op := range n {
+		n[op] = "GL2 " + engine.CacheOp(op).String()
+	}
+	return n
+}()
 
 // invalidateL0 invalidates the compute units' L0 caches (GLV/GL1 invalidation), recorded.
 func (q *queue) invalidateL0() {

@@ -242,7 +242,7 @@ func (h *IH) Push(iv engine.IV) {
 	if !h.enabledLocked() {
 		h.dropped++
 		h.mu.Unlock()
-		h.traceIV(iv, true)
+		h.traceIV(&iv, true)
 		return
 	}
 	ts := uint64(h.now()) & ihTimestampMask
@@ -252,7 +252,7 @@ func (h *IH) Push(iv engine.IV) {
 	h.lastTS = ts
 	encodeIV(&h.pend[(h.head+h.npen)%len(h.pend)], iv, ts)
 	h.npen++
-	h.traceIV(iv, false)
+	h.traceIV(&iv, false)
 	if h.writing {
 		h.mu.Unlock()
 		return

@@ -13,11 +13,15 @@ import (
 // SetTrace makes the IH record on r (nil: off). Call it before any IV is pushed.
 func (h *IH) SetTrace(r *trace.Recorder) { h.trace = r }
 
-func (h *IH) traceIV(iv engine.IV, dropped bool) {
-	r := h.trace
-	if r == nil {
-		return
+// traceIV runs for every IV: it inlines to a nil check when recording is off.
+func (h *IH) traceIV(iv *engine.IV, dropped bool) {
+	if h.trace != nil {
+		h.traceIVOn(iv, dropped)
 	}
+}
+
+func (h *IH) traceIVOn(iv *engine.IV, dropped bool) {
+	r := h.trace
 	name := "IV"
 	if dropped {
 		name = "IV dropped (ring disabled)"
