@@ -15,6 +15,7 @@ commands:
   run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
   serve   run the vfio-user server for one virtual GPU function
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
+  timeline  draw a trace (--trace of run or serve) as one self-contained HTML page: vgpu timeline TRACE [-o OUT.html]
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
   decode  disassemble PM4 streams and rings, MES frames, IVs and eBPF shaders from a file (raw or hex) into text
 
@@ -43,6 +44,8 @@ func main() {
 		err = provisionQEMU(args)
 	case "decode":
 		err = runDecode(args)
+	case "timeline":
+		err = timelineCmd(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -215,6 +215,7 @@ func run(args []string) error {
 				return err
 			}
 			printTrace(os.Stderr, res)
+			writeTimeline(os.Stderr, res)
 			judgeSuite(sr.name, res)
 			if plan != nil {
 				printUserSummary(os.Stdout, name, res)
