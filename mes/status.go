@@ -107,7 +107,7 @@ type QueueStatus struct {
 type Status struct {
 	Stats
 	Ring       RingStatus    `json:"ring"`
-	QueueList  []QueueStatus `json:"queues"`
+	QueueList  []QueueStatus `json:"queue_status"`
 	LastFrames []FrameRecord `json:"last_frames"`
 }
 
