@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"vgpu/control"
+	"vgpu/decode"
 	"vgpu/device"
 )
 
@@ -61,5 +63,14 @@ func printStatus(w io.Writer, path string, asJSON bool) error {
 	return err
 }
 
-// statusPacketDecoder renders the packet a stopped queue sits on (nil: raw dwords).
-var statusPacketDecoder device.PacketDecoder
+// statusPacketDecoder renders the packet a stopped queue sits on with package decode's PM4
+// decoder, then its raw dwords (the status holds at most cp.MaxStatusPacketDwords of them: a
+// longer packet decodes as truncated).
+func statusPacketDecoder(dws []uint32) string {
+	p, _ := decode.PM4Packet(dws)
+	raw := make([]string, len(dws))
+	for i, d := range dws {
+		raw[i] = fmt.Sprintf("%08x", d)
+	}
+	return p.String() + "\n" + strings.Join(raw, " ")
+}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"vgpu/abi"
 	"vgpu/control"
 	"vgpu/device"
+	"vgpu/pm4"
 )
 
 func newTestDevice(t *testing.T) *device.Device {
@@ -83,5 +86,24 @@ func TestStatusFlags(t *testing.T) {
 	}
 	if err := status([]string{"--control", filepath.Join(t.TempDir(), "none")}); err == nil {
 		t.Error("a missing socket is not an error")
+	}
+}
+
+// TestStatusPacketDecoder: a stopped queue's packet is shown decoded, then raw; a packet
+// longer than the status keeps decodes as truncated rather than failing.
+func TestStatusPacketDecoder(t *testing.T) {
+	for _, tc := range []struct {
+		dws  []uint32
+		want []string
+	}{
+		{pm4.WaitMem(0x1000, 1), []string{"WAIT_REG_MEM", "\n", fmt.Sprintf("%08x", pm4.WaitMem(0x1000, 1)[0])}},
+		{[]uint32{pm4.Header(abi.PM4_IT_WRITE_DATA, 40), 1, 2}, []string{"WRITE_DATA", "truncated"}},
+	} {
+		got := statusPacketDecoder(tc.dws)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%#x: %q lacks %q", tc.dws, got, w)
+			}
+		}
 	}
 }
