@@ -198,6 +198,6 @@ func writeFaults(r *report, f *FaultStatus) {
 			f.GMCAddr, f.GMCStatus)
 	}
 	for _, x := range f.Recent {
-		r.sub("VMID %d page %#x: %s (status %#x) at %s", x.VMID, x.Addr, x.What, x.Status, x.At.UTC().Format("15:04:05.000"))
+		r.sub("VMID %d page %#x: %s at %s", x.VMID, x.Addr, x.What, x.At.UTC().Format("15:04:05.000"))
 	}
 }
