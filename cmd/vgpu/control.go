@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,6 +31,22 @@ func startControl(path string, dev *device.Device, log *slog.Logger) (*control.S
 		}
 		return dev.Status(), nil
 	})
+	s.Handle("ring", func(args json.RawMessage) (any, error) {
+		var a struct {
+			Slot *int `json:"slot"`
+		}
+		if err := control.DecodeArgs(args, &a); err != nil {
+			return nil, err
+		}
+		if a.Slot == nil {
+			return nil, control.Errorf(control.CodeBadArgs, `"slot" is required`)
+		}
+		r, err := dev.RingDump(*a.Slot)
+		if err != nil {
+			return nil, control.Errorf(ringErrorCode(err), "%v", err)
+		}
+		return r, nil
+	})
 	for _, h := range controlHooks {
 		h(s, dev)
 	}
@@ -37,6 +54,19 @@ func startControl(path string, dev *device.Device, log *slog.Logger) (*control.S
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return s, nil
+}
+
+// ringErrorCode names a RingDump failure for the protocol.
+func ringErrorCode(err error) string {
+	switch {
+	case errors.Is(err, device.ErrNoSuchSlot):
+		return "no-such-slot"
+	case errors.Is(err, device.ErrSlotInactive):
+		return "slot-inactive"
+	case errors.Is(err, device.ErrRingNotReadable):
+		return "ring-not-readable"
+	}
+	return control.CodeFailed
 }
 
 // runControl is `vgpu run --control PATH`: each boot's device serves the control socket at

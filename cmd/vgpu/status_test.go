@@ -107,3 +107,42 @@ func TestStatusPacketDecoder(t *testing.T) {
 		}
 	}
 }
+
+// TestRingCommand: the "ring" command's named errors, and the text of a dump.
+func TestRingCommand(t *testing.T) {
+	dev := newTestDevice(t)
+	path := filepath.Join(t.TempDir(), "c.ctl")
+	s, err := startControl(path, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := control.Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		args any
+		code string
+	}{
+		{nil, control.CodeBadArgs},
+		{map[string]int{"slot": 1}, "slot-inactive"},
+		{map[string]int{"slot": 64}, "no-such-slot"},
+		{map[string]string{"slot": "x"}, control.CodeBadArgs},
+	} {
+		if err := c.Call("ring", tc.args, nil); !errors.Is(err, &control.Error{Code: tc.code}) {
+			t.Errorf("ring %v: %v, want %s", tc.args, err, tc.code)
+		}
+	}
+	if err := printRing(&bytes.Buffer{}, path, 1, false); !errors.Is(err, &control.Error{Code: "slot-inactive"}) {
+		t.Errorf("printRing: %v", err)
+	}
+	wait := pm4.WaitMem(0x1000, 1)
+	text := ringText(&device.RingDump{Slot: 3, SizeDwords: 1024, Rptr: 1022, Wptr: 1022 + uint64(len(wait)), Start: 1022, Dwords: wait})
+	for _, w := range []string{"slot 3:", "0x0003fe: WAIT_REG_MEM", fmt.Sprintf("%d dwords pending", len(wait))} {
+		if !strings.Contains(text, w) {
+			t.Errorf("ring text lacks %q:\n%s", w, text)
+		}
+	}
+}
