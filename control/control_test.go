@@ -80,6 +80,11 @@ func TestListenRefuses(t *testing.T) {
 	if _, err := Listen(live); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("Listen over a live socket: %v", err)
 	}
+	long := filepath.Join(dir, strings.Repeat("d", 100))
+	os.Mkdir(long, 0o700)
+	if _, err := Listen(filepath.Join(long, "c.ctl")); !errors.Is(err, ErrPathTooLong) {
+		t.Fatalf("Listen with a long path: %v", err)
+	}
 	// A stale socket (its server gone without removing it) is replaced.
 	stale := filepath.Join(dir, "stale")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})

@@ -1,12 +1,21 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 )
+
+// maxSocketPath is the longest path a unix socket address holds (sun_path, 108 bytes with
+// its terminating NUL).
+const maxSocketPath = 107
+
+// ErrPathTooLong: the socket's path, or the private directory's beside it, does not fit a
+// unix socket address.
+var ErrPathTooLong = errors.New("socket path too long")
 
 // Listen creates the control socket at path with owner-only permissions (see the package
 // comment): bound in a private 0700 directory beside path, made 0600, renamed into place. A
@@ -27,6 +36,9 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	defer os.RemoveAll(dir)
 	tmp := filepath.Join(dir, "s")
+	if len(tmp) > maxSocketPath || len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control: %s: %w (binding it takes %d bytes, at most %d)", path, ErrPathTooLong, len(tmp), maxSocketPath)
+	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)

@@ -54,15 +54,22 @@ func serve(args []string) error {
 		return err
 	}
 	defer os.Remove(*socket)
-	if *ctlPath == "" {
+	ctlDefault := *ctlPath == ""
+	if ctlDefault {
 		*ctlPath = *socket + ".control"
 	}
 	if *ctlPath != controlOff {
 		ctl, err := startControl(*ctlPath, dev, log)
-		if err != nil {
+		switch {
+		case err != nil && ctlDefault:
+			// The default must not stop a server that asked for no control socket.
+			log.Warn("no control socket", "path", *ctlPath, "err", err)
+			*ctlPath = controlOff
+		case err != nil:
 			return err
+		default:
+			defer ctl.Close()
 		}
-		defer ctl.Close()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
