@@ -98,6 +98,7 @@ type queue struct {
 	rptrBuf     [4]byte
 	pollBuf     [8]byte
 	chunk       []byte // DMA_DATA and kernels, dmaChunkBytes, allocated on first use
+	haltPkt     []byte // the packet a halt is about, for its log line (halt_decode.go)
 
 	turn      bool      // inside a turn (turn.go)
 	turnStart time.Time // when it began
@@ -457,7 +458,7 @@ func (q *queue) execute() execStatus {
 				q.stopLevel()
 				return execStop
 			}
-			q.halt(err, s.addr(pos), hdr)
+			q.haltOn(err, s.addr(pos), hdr, p)
 			return execHalt
 		}
 		if !isIB {
@@ -656,6 +657,9 @@ func (q *queue) announce(f *fault, addr uint64, info uint32) {
 		"info", fmt.Sprintf("%#x", info), "why", f.why}
 	if f.err != nil {
 		attrs = append(attrs, "cause", f.err)
+	}
+	if pkt := q.packetText(f, info); pkt != "" {
+		attrs = append(attrs, "packet", pkt)
 	}
 	q.c.limiter.Warn(logKeyHalt, "cp: queue halted", attrs...)
 	if f.code == abi.CP_ERROR_SHADER {

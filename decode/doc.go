@@ -1,22 +1,24 @@
-// Package decode turns the device's binary formats into readable text with AMD's field
-// names, in the style of AMD's umr: PM4 packets (rings and IBs), MES v11 API frames, IH ring
-// entries (IVs) and eBPF shader programs. The layouts are AMD's, bit-exact, as abi defines
-// them; so are the names, where abi has them.
+// Package decode turns the device's binary formats into readable text with AMD's field names,
+// in the style of AMD's umr (docs/decode.md): PM4 packets (rings and IBs), MES v11 API frames,
+// IH ring entries (IVs) and eBPF shader programs. The layouts are AMD's, bit-exact, as abi
+// defines them; so are the names, where abi has them.
 //
 // Decoders never fail and never panic on bad input: what could not be decoded (an unknown
 // opcode, a truncated packet, a bad header) is named in the result's Err (ErrTruncated,
 // ErrUnknownOpcode, ...), and its String shows the raw dwords. Every String is bounded (long
-// value lists are cut at maxListed with a count), so a guest-written packet can go into a log
-// line as it is.
+// value lists are cut at 32 values with a count of the rest), so a guest-written packet can go
+// into a log line as it is.
 //
 // The API:
 //
 //	PM4Packet(dws []uint32) (Packet, int)       // the packet at dws[0] and the dwords it occupies
+//	PM4Header(hdr uint32) Packet                // a header alone (ERROR_INFO, an unfetched packet)
 //	PM4Stream(dws []uint32) Packets             // an IB (or any linear stream), offsets from 0
 //	PM4Ring(ring []uint32, rptr, wptr uint64) Packets // a ring from rptr to wptr, wrapping
 //	OpcodeName(op uint32) string
 //	MESFrame(dws []uint32) Frame                // one 64-dword API frame
 //	MESFrames(dws []uint32) Frames              // consecutive frames (an API ring's contents)
+//	MESOpcodeName(op uint32) string
 //	IV(dws []uint32) IVEntry                    // one 8-dword IH ring entry
 //	IVs(dws []uint32) IVEntries                 // consecutive entries (an IH ring's contents)
 //	Shader(code []byte) (Insns, error)          // an eBPF program, slot by slot

@@ -25,6 +25,9 @@ func bytesOf(dws []uint32) []byte {
 	return b
 }
 
+// maxLine bounds one decoded item's text, whatever the input (log lines carry it).
+const maxLine = 4096
+
 // FuzzPM4: any dwords decode without a panic; a stream's packets cover it exactly, in order;
 // a ring decodes whatever its offsets.
 func FuzzPM4(f *testing.F) {
@@ -41,7 +44,9 @@ func FuzzPM4(f *testing.F) {
 				t.Fatalf("packet at %d has offset %d, length %d", off, p.Offset, p.Len())
 			}
 			off += p.Len()
-			_ = p.String()
+			if n := len(p.String()); n > maxLine {
+				t.Fatalf("a %d-byte line: %s", n, p.String()[:200])
+			}
 		}
 		if off != len(dws) {
 			t.Fatalf("packets cover %d of %d dwords", off, len(dws))
@@ -66,7 +71,9 @@ func FuzzMESFrame(f *testing.F) {
 			if fr.Offset != 64*i || len(fr.Dwords) == 0 || len(fr.Dwords) > 64 {
 				t.Fatalf("frame %d: offset %d, %d dwords", i, fr.Offset, len(fr.Dwords))
 			}
-			_ = fr.String()
+			if n := len(fr.String()); n > maxLine {
+				t.Fatalf("a %d-byte line", n)
+			}
 		}
 		_ = fs.String()
 	})
@@ -79,7 +86,9 @@ func FuzzIV(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es := decode.IVs(dwordsOf(b))
 		for _, e := range es {
-			_ = e.String()
+			if n := len(e.String()); n > maxLine {
+				t.Fatalf("a %d-byte line", n)
+			}
 		}
 	})
 }

@@ -27,7 +27,7 @@ type Packet struct {
 	Opcode    uint32   // type 3: IT_OPCODE
 	Count     uint32   // type 3: COUNT, payload dwords minus one
 	Predicate bool     // header PREDICATE
-	Compute   bool     // header SHADER_TYPE: 1 = compute
+	Compute   bool     // header SHADER_TYPE: 1 = compute (shown as shader_type=COMPUTE(1))
 	Name      string   // the opcode's abi name without PM4_IT_ (NOP, WRITE_DATA, ...), TYPE2, UNKNOWN_0x55
 	Fields    []Field  // the payload's fields, in packet order
 	Err       error    // nil or one of the Err* above, wrapped with detail
@@ -46,18 +46,18 @@ func (p Packet) Field(name string) (Field, bool) {
 	return Field{}, false
 }
 
-// String is the packet on one line: its name, the header's count (and pred/compute flags),
-// then name=value fields; a packet with an error ends with the error and its raw dwords.
+// String is the packet on one line: its name, the header's count (and predicate and shader type
+// when set), then name=value fields; a packet with an error ends with the error and its raw dwords.
 func (p Packet) String() string {
 	var b strings.Builder
 	b.WriteString(p.Name)
 	if p.Type == abi.PM4_TYPE3 {
 		fmt.Fprintf(&b, " count=%d", p.Count)
 		if p.Predicate {
-			b.WriteString(" pred=1")
+			b.WriteString(" predicate=1")
 		}
 		if p.Compute {
-			b.WriteString(" compute=1")
+			b.WriteString(" shader_type=COMPUTE(1)")
 		}
 	}
 	for _, f := range p.Fields {
@@ -125,6 +125,17 @@ func PM4Packet(dws []uint32) (Packet, int) {
 		p.Fields = op.decode(p.Dwords)
 	}
 	return p, n
+}
+
+// PM4Header decodes a packet header alone (an HQD's ERROR_INFO, a header whose payload was not
+// fetched): its type, opcode, count and flags, no fields. Dwords is the header.
+func PM4Header(hdr uint32) Packet {
+	p, _ := PM4Packet([]uint32{hdr})
+	p.Fields, p.Dwords = nil, []uint32{hdr}
+	if errors.Is(p.Err, ErrTruncated) || errors.Is(p.Err, ErrBadCount) {
+		p.Err = nil // the payload is not there: nothing is wrong with the header
+	}
+	return p
 }
 
 // headerReserved is header bits [7:2], which the CP requires to be zero.

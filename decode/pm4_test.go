@@ -95,7 +95,7 @@ func TestPM4HeaderFlags(t *testing.T) {
 	if !p.Compute || !p.Predicate || p.Opcode != abi.PM4_IT_DISPATCH_DIRECT || p.Count != 3 {
 		t.Fatalf("header decoded as %+v", p)
 	}
-	if got := p.String(); !strings.HasPrefix(got, "DISPATCH_DIRECT count=3 pred=1 compute=1 dim_x=1") {
+	if got := p.String(); !strings.HasPrefix(got, "DISPATCH_DIRECT count=3 predicate=1 shader_type=COMPUTE(1) dim_x=1") {
 		t.Errorf("got %s", got)
 	}
 	if f, ok := p.Field("dim_y"); !ok || f.Value != 1 {
@@ -207,5 +207,25 @@ func TestPM4Ring(t *testing.T) {
 func TestOpcodeName(t *testing.T) {
 	if decode.OpcodeName(abi.PM4_IT_RELEASE_MEM) != "RELEASE_MEM" || decode.OpcodeName(0xEE) != "UNKNOWN_0xee" {
 		t.Error(decode.OpcodeName(abi.PM4_IT_RELEASE_MEM), decode.OpcodeName(0xEE))
+	}
+}
+
+func TestPM4Header(t *testing.T) {
+	cases := []struct {
+		hdr  uint32
+		want string
+	}{
+		{pm4.Header(abi.PM4_IT_WRITE_DATA, 5), "WRITE_DATA count=4"},
+		{pm4.Header(0x55, 2) | abi.PM4_HEADER_SHADER_TYPE_MASK, "UNKNOWN_0x55 count=1 shader_type=COMPUTE(1)"},
+		{abi.PM4_NOP_ONE_DWORD, "NOP count=16383"},
+		{abi.PM4_TYPE2_NOP, "TYPE2"},
+	}
+	for _, c := range cases {
+		if p := decode.PM4Header(c.hdr); p.String() != c.want || p.Err != nil || p.Len() != 1 {
+			t.Errorf("%#x: %q (%v), want %q", c.hdr, p.String(), p.Err, c.want)
+		}
+	}
+	if p := decode.PM4Header(0x12345678); !errors.Is(p.Err, decode.ErrBadType) {
+		t.Errorf("type-0 header: %v", p.Err)
 	}
 }

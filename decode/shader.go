@@ -21,7 +21,7 @@ type Insn struct {
 	Ins    asm.Instruction // as github.com/cilium/ebpf/asm decodes it (atomics included)
 	Helper string          // CALL of a helper: its abi name (SHADER_HELPER_GLOBAL_ID, ...), or HELPER_n
 	Target int             // a jump's target slot (-1: not a jump)
-	Err    error           // ErrTruncated: the slot (or LD_IMM64's second half) is incomplete or malformed
+	Err    error           // ErrTruncated (a partial slot, an LD_IMM64 without its second), ErrReservedBits (fields in LD_IMM64's second slot)
 }
 
 // String is the instruction as cilium/ebpf/asm prints it, with a helper call by name and a
@@ -96,14 +96,17 @@ func Shader(code []byte) (Insns, error) {
 		switch {
 		case uerr != nil && in.Ins.IsBuiltinCall():
 			// A helper id the Linux platform tags cannot hold: the raw id is kept.
+		case uerr != nil && width == 2*abi.SHADER_INSN_BYTES:
+			// cilium/ebpf refuses an LD_IMM64 whose second slot has fields other than the
+			// immediate's high word set (they are reserved: zero).
+			in.Err = fmt.Errorf("%w: %v", ErrReservedBits, uerr)
 		case uerr != nil:
 			in.Err = fmt.Errorf("%w: %v", ErrTruncated, uerr)
-			if err == nil {
-				err = fmt.Errorf("slot %d: %w", slot, in.Err)
-			}
 		}
 		if in.Err == nil {
 			in.Helper, in.Target = callAndTarget(in.Ins, slot)
+		} else if err == nil {
+			err = fmt.Errorf("slot %d: %w", slot, in.Err)
 		}
 		out = append(out, in)
 		off += width

@@ -93,16 +93,17 @@ func TestShaderErrors(t *testing.T) {
 		name string
 		code []byte
 		n    int
+		err  error
 		text string
 	}{
-		{"partial-slot", append(assemble(t, asm.Instructions{asm.Return()}), 1, 2, 3), 2, "INVALID error=\"truncated: 3 bytes of a slot\" raw=01 02 03"},
-		{"ldimm-half", ldimm[:8], 1, "INVALID error="},
-		{"ldimm-fields", bad, 2, "64bit immediate has non-zero fields"},
+		{"partial-slot", append(assemble(t, asm.Instructions{asm.Return()}), 1, 2, 3), 2, decode.ErrTruncated, "INVALID error=\"truncated: 3 bytes of a slot\" raw=01 02 03"},
+		{"ldimm-half", ldimm[:8], 1, decode.ErrTruncated, "INVALID error="},
+		{"ldimm-fields", bad, 2, decode.ErrReservedBits, "64bit immediate has non-zero fields"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			is, err := decode.Shader(c.code)
-			if !errors.Is(err, decode.ErrTruncated) || len(is) != c.n {
+			if !errors.Is(err, c.err) || len(is) != c.n {
 				t.Fatalf("err %v, %d instructions:\n%s", err, len(is), is)
 			}
 			var found bool

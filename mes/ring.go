@@ -124,7 +124,7 @@ func (a *activation) complete(f *frame, pos uint64, err *frameErr) {
 		}
 	}
 	a.m.limiter.Warn(logKeyFrame, "mes: frame failed", "opcode", abi.NameOf("MES_SCH_API_", uint64(op)),
-		"error", abi.NameOf("MES_ERR_", uint64(err.reason)), "why", err.why, "rptr", pos%a.size)
+		"error", abi.NameOf("MES_ERR_", uint64(err.reason)), "why", err.why, "rptr", pos%a.size, "frame", frameText(f))
 	a.event(abi.MES_EVT_FRAME_ERROR, err.reason, noSlot, 0, op, pos, 0)
 	a.push(engine.IV{Client: abi.IH_CLIENT_GRBM_CP, Source: abi.IH_SRC_MES_ERROR,
 		Data: [4]uint32{err.reason, op, uint32(pos % a.size), db}})

@@ -37,8 +37,9 @@ func TestStatus(t *testing.T) {
 			t.Errorf("queue %d: mapped %v in slot %d", i, qs.Mapped, qs.Slot)
 		}
 	}
-	if !st.QueueList[0].Mapped || st.QueueList[0].Slot != 1 || st.QueueList[0].VMID == 0 {
-		t.Errorf("the queue that ran: %+v", st.QueueList[0])
+	// The queue that ran was mapped (it may be unmapped again by now: it went idle).
+	if q := st.QueueList[0]; q.Maps == 0 || q.Mapped && q.Slot != 1 || st.QueueList[1].Maps != 0 {
+		t.Errorf("queues: %+v", st.QueueList)
 	}
 	fr := st.LastFrames
 	// The rig follows each frame with a QUERY_SCHEDULER_STATUS carrying the ring fence.

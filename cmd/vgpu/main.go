@@ -17,6 +17,7 @@ commands:
   status  print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
+  decode  disassemble PM4 streams and rings, MES frames, IVs and eBPF shaders from a file (raw or hex) into text
 
 Run 'vgpu <command> -h' for the command's flags.
 
@@ -43,6 +44,8 @@ func main() {
 		err = runBench(args)
 	case "qemu":
 		err = provisionQEMU(args)
+	case "decode":
+		err = runDecode(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
