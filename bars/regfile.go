@@ -32,6 +32,9 @@ type RegisterFile struct {
 	mu        sync.Mutex
 	unclaimed map[uint32]uint64 // byte offset → access count
 	misshapen uint64            // accesses that were neither 4 bytes dword-aligned nor 8 bytes qword-aligned
+
+	spin  spinDetector            // spin.go
+	names func(off uint32) string // SetRegisterNames
 }
 
 // maxClaims bounds the owner table's index type.
@@ -47,6 +50,7 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 		return nil, fmt.Errorf("bars: %d claims, at most %d", len(claims), maxClaims)
 	}
 	f := &RegisterFile{size: size, claims: claims, owner: make([]uint16, size/4), unclaimed: map[uint32]uint64{}}
+	f.spin.threshold = SpinThreshold
 	for i, c := range claims {
 		if c.Offset%4 != 0 || c.Size%4 != 0 || c.Size == 0 {
 			return nil, fmt.Errorf("bars: claim %q [%#x+%#x) is not dword-aligned", c.Name, c.Offset, c.Size)
@@ -78,7 +82,9 @@ func (f *RegisterFile) SetLimiter(l *ratelog.Limiter) { f.limit.Store(l) }
 // Read serves a trapped read. Registers are 32 bits wide; a qword-aligned 8-byte read returns
 // two consecutive registers (low first), as a 64-bit CPU load would. Any other shape reads
 // all-ones (see shapeOK).
-func (f *RegisterFile) Read(off uint64, p []byte) error {
+func (f *RegisterFile) Read(off uint64, p []byte) error { return f.read(off, p, true) }
+
+func (f *RegisterFile) read(off uint64, p []byte, track bool) error {
 	if !f.shapeOK(off, p) {
 		for i := range p {
 			p[i] = 0xff // what a bus returns for an access the device does not decode
@@ -86,7 +92,7 @@ func (f *RegisterFile) Read(off uint64, p []byte) error {
 		return nil
 	}
 	for i := 0; i < len(p); i += 4 {
-		binary.LittleEndian.PutUint32(p[i:], f.read32(uint32(off)+uint32(i)))
+		binary.LittleEndian.PutUint32(p[i:], f.read32(uint32(off)+uint32(i), track))
 	}
 	return nil
 }
@@ -123,7 +129,7 @@ func (f *RegisterFile) shapeOK(off uint64, p []byte) bool {
 	return false
 }
 
-func (f *RegisterFile) read32(off uint32) uint32 {
+func (f *RegisterFile) read32(off uint32, track bool) uint32 {
 	c := f.claimAt(off)
 	if c == nil {
 		return 0
@@ -131,11 +137,20 @@ func (f *RegisterFile) read32(off uint32) uint32 {
 	if c.Read == nil {
 		return 0
 	}
-	return c.Read(off - c.Offset)
+	v := c.Read(off - c.Offset)
+	if track {
+		f.noteRead(off, v)
+	}
+	return v
 }
 
 func (f *RegisterFile) write32(off uint32, v uint32) {
-	if c := f.claimAt(off); c != nil && c.Write != nil {
+	c := f.claimAt(off)
+	if c == nil {
+		return
+	}
+	f.spin.wrote(off) // a write re-arms even a read-only register: the driver acted
+	if c.Write != nil {
 		c.Write(off-c.Offset, v)
 	}
 }

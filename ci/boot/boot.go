@@ -61,6 +61,9 @@ type Config struct {
 	Console io.Writer
 	// TracePath, if set, records the boot's timeline there (docs/trace.md).
 	TracePath string
+	// OnDevice, if set, is called with the run's device before QEMU starts; the function it
+	// returns is called when the run ends (`vgpu run --control` serves the control socket).
+	OnDevice func(dev *device.Device) (stop func(), err error)
 }
 
 // Result is what one run produced.
@@ -138,6 +141,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer dev.Close()
+	if cfg.OnDevice != nil {
+		stopHook, err := cfg.OnDevice(dev)
+		if err != nil {
+			return nil, err
+		}
+		defer stopHook()
+	}
 	sock := filepath.Join(cfg.Dir, "vgpu.sock")
 	os.Remove(sock)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
