@@ -211,7 +211,7 @@ func run(args []string) error {
 				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
 				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
 				TracePath: tracePath(sr.name, name),
-				OnDevice: runControl(*ctlPath),
+				OnDevice:  runControl(*ctlPath),
 			})
 			if err != nil {
 				return err
