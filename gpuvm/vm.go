@@ -7,6 +7,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/engine"
+	"vgpu/inject"
 	"vgpu/ratelog"
 )
 
@@ -68,6 +69,7 @@ type VM struct {
 	stale  staleEvent
 	stats  counters
 	faults atomic.Uint64
+	inj    *inject.Set // fault injection (inject.go)
 }
 
 // hubRegs holds the registers as the driver wrote them.

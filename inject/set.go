@@ -50,6 +50,15 @@ func NewSet(rl *ratelog.Limiter) *Set { return &Set{rl: rl} }
 // Has reports whether a rule of kind k is in the set: one atomic load, for the hot paths.
 func (s *Set) Has(k Kind) bool { return s != nil && s.kinds.Load()&(1<<k) != 0 }
 
+// Kind sets for HasAny: the hooks of a part that serves several kinds.
+const (
+	IRQKinds = 1<<IRQDrop | 1<<IRQDelay
+	IVKinds  = 1<<IVDrop | 1<<IVCorrupt
+)
+
+// HasAny reports whether a rule of any kind in mask (bit per Kind) is in the set.
+func (s *Set) HasAny(mask uint32) bool { return s != nil && s.kinds.Load()&mask != 0 }
+
 // Add puts rules into the set and returns their ids; past MaxRules nothing is added.
 func (s *Set) Add(rules ...Rule) ([]int, error) {
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 	"vgpu/engine"
+	"vgpu/inject"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
@@ -117,6 +118,7 @@ type IH struct {
 
 	limit    atomic.Pointer[ratelog.Limiter]
 	ownLimit *ratelog.Limiter // the default, on NewIH's logger
+	inj      *inject.Set      // fault injection (inject.go)
 }
 
 // Keys of the IH's rate-limited log lines (ratelog).
@@ -226,6 +228,9 @@ func (h *IH) wptrRegLocked() uint32 {
 // Because Push may write memory (possibly a vfio-user DMA message), it must not be called on
 // the vfio-user worker goroutine.
 func (h *IH) Push(iv engine.IV) {
+	if h.inj.HasAny(inject.IVKinds) && h.injectIV(&iv) {
+		return
+	}
 	h.mu.Lock()
 	if h.npen == len(h.pend) && h.enabledLocked() {
 		// Backpressure, as a CP stalls on a full IH input FIFO: a full backlog has a writer
