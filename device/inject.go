@@ -19,6 +19,7 @@ func (d *Device) initInjection() {
 	d.inj = inject.NewSet(d.rl)
 	if len(d.cfg.Inject) > 0 {
 		_, _ = d.inj.Add(d.cfg.Inject...) // validate bounded their number
+		d.log.Info("fault injection", "rules", inject.Format(d.cfg.Inject))
 	}
 	d.mem.SetInjector(d.inj)
 	d.irqs.SetInjector(d.inj)
