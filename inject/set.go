@@ -3,6 +3,7 @@ package inject
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,11 +206,11 @@ func (s *Set) IV(client, source uint8) (a IVAction) {
 	m := func(r *Rule) bool {
 		return (r.Client == Any || r.Client == int(client)) && (r.Source == Any || r.Source == int(source))
 	}
-	if s.Has(IVDrop) && s.fire(IVDrop, m, "client", client, "src", source) != nil {
+	if s.Has(IVDrop) && s.fire(IVDrop, m, "client", hex(uint64(client)), "src", hex(uint64(source))) != nil {
 		return IVAction{Drop: true}
 	}
 	if s.Has(IVCorrupt) {
-		if r := s.fire(IVCorrupt, m, "client", client, "src", source); r != nil {
+		if r := s.fire(IVCorrupt, m, "client", hex(uint64(client)), "src", hex(uint64(source))); r != nil {
 			a.XOR = r.XOR
 			if r.NewSource != Any {
 				a.SetSource, a.Source = true, uint8(r.NewSource)
@@ -230,7 +231,7 @@ func (s *Set) DMA(iova uint64, n int, write bool) bool {
 	}
 	return s.fire(DMAFail, func(r *Rule) bool {
 		return iova < r.Hi && end > r.Lo && (r.Dir == DirAny || (r.Dir == DirWrite) == write)
-	}, "iova", fmt.Sprintf("%#x", iova), "len", n, "write", write) != nil
+	}, "iova", hex(iova), "len", n, "write", write) != nil
 }
 
 // Stall is the queue hook, asked when a queue is about to fetch: whether it stalls now (slot
@@ -245,7 +246,7 @@ func (s *Set) Stall(slot, doorbell int) bool {
 func (s *Set) MESFrame(op uint32) bool {
 	return s.Has(MESHang) && s.fire(MESHang, func(r *Rule) bool {
 		return r.Op == Any || r.Op == int(op)
-	}, "opcode", op) != nil
+	}, "opcode", hex(uint64(op))) != nil
 }
 
 // Stale is the invalidation hook: whether this invalidation of vmid leaves its entries.
@@ -254,3 +255,5 @@ func (s *Set) Stale(vmid int) bool {
 		return r.VMID == Any || r.VMID == vmid
 	}, "vmid", vmid) != nil
 }
+
+func hex(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
