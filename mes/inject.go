@@ -14,13 +14,14 @@ import (
 // = 0 (or a device reset) ends the activation and with it the stuck frame: the next
 // activation starts from the ring the driver programs, which is the driver's recovery.
 
-// SetInjector gives the scheduler its rule set (nil: none). Call before MES_RING_ACTIVE = 1.
-func (m *MES) SetInjector(s *inject.Set) { m.inj = s }
+// SetInjector gives the scheduler its rule set (nil: none); safe at any time (frames are few:
+// the hook's load is atomic).
+func (m *MES) SetInjector(s *inject.Set) { m.inj.Store(s) }
 
 // hangFrame asks the rules whether frame f (at ring position pos) hangs; if so it becomes the
 // pending frame with a check that never finishes.
 func (a *activation) hangFrame(f *frame, pos uint64, now time.Time) bool {
-	if !a.m.inj.MESFrame(f.opcode()) {
+	if !a.m.inj.Load().MESFrame(f.opcode()) {
 		return false
 	}
 	a.pend = &pending{f: *f, pos: pos, deadline: now.Add(100 * 365 * 24 * time.Hour),

@@ -93,7 +93,7 @@ type MES struct {
 	lastState, lastErr uint32 // of the last activation once it ended (halt reason)
 	// draining counts call outs in flight of revoked activations (Quiesce waits for 0).
 	draining atomic.Int64
-	inj      *inject.Set // fault injection (inject.go)
+	inj      atomic.Pointer[inject.Set] // fault injection (inject.go)
 }
 
 // New builds the scheduler, off until MES_RING_ACTIVE = 1.

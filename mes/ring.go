@@ -82,7 +82,7 @@ func (a *activation) frames(now time.Time) bool {
 			return false
 		}
 		f := decodeFrame(a.buf[:])
-		if a.m.inj.Has(inject.MESHang) && a.hangFrame(&f, pos, now) {
+		if a.m.inj.Load().Has(inject.MESHang) && a.hangFrame(&f, pos, now) {
 			return true // a.pend set, never to complete
 		}
 		err := a.execute(&f, pos, now)
