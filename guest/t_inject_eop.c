@@ -17,7 +17,7 @@
 
 /* One job: WRITE_DATA of its mark to dword i of dst, then an interrupting fence. */
 static int vt_eop_job(struct vt_case *t, struct vgpu_ring *r, struct vgpu_bo *dst, u32 i,
-		      struct vgpu_fence_irq *w)
+		      unsigned int ms, struct vgpu_fence_irq *w)
 {
 	u32 p[8], n, seq;
 	int ret;
@@ -30,7 +30,7 @@ static int vt_eop_job(struct vt_case *t, struct vgpu_ring *r, struct vgpu_bo *ds
 	vgpu_ring_put(r, p, n);
 	seq = vgpu_ring_fence(r, true);
 	vgpu_ring_commit(r);
-	return vgpu_fence_wait_irq(t, r, seq, job_timeout_ms, w);
+	return vgpu_fence_wait_irq(t, r, seq, ms, w);
 }
 
 enum vt_res t_inject_eop_lost(struct vt_case *t)
@@ -58,7 +58,8 @@ enum vt_res t_inject_eop_lost(struct vt_case *t)
 		goto out;
 	}
 
-	ret = vt_eop_job(t, r, dst, 0, &w1);
+	/* The driver's fence timeout: the fallback polls after it. */
+	ret = vt_eop_job(t, r, dst, 0, job_timeout_ms, &w1);
 	vt_check(t, !ret && w1.by_poll && w1.lost == 1, names[0],
 		 "%s", ret ? t->err : w1.by_irq ?
 		 "the EOP IV came: no interrupt was lost (is the rule " VT_EOP_RULE " in force?)" :
@@ -73,7 +74,8 @@ enum vt_res t_inject_eop_lost(struct vt_case *t)
 	vt_check(t, eops == 0, names[2], "%u EOP IVs decoded for the slot, want 0 (the one was dropped)",
 		 eops);
 
-	ret = vt_eop_job(t, r, dst, 1, &w2);
+	/* Its interrupt must come: a generous wait (TCG on a busy host is slow). */
+	ret = vt_eop_job(t, r, dst, 1, max_t(unsigned int, timeout_ms, 4 * job_timeout_ms), &w2);
 	v = vgpu_bo_rd(dst, 4);
 	vt_check(t, !ret && w2.by_irq && v == VT_EOP_MARK(1), names[3],
 		 "%s; write reads %#010x", ret ? t->err : w2.by_poll ?
