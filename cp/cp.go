@@ -10,6 +10,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/compute"
+	"vgpu/inject"
 	"vgpu/ratelog"
 	"vgpu/trace"
 )
@@ -28,6 +29,7 @@ type CP struct {
 	turnBudget         time.Duration
 	notifyFn           func(slot int)
 	compute            *compute.Pool // shader dispatches (nil: refused)
+	inj                *inject.Set   // fault injection (inject.go)
 
 	hqds  [NumSlots]hqd
 	turns turns          // the fair FIFO of execution turns (turn.go)

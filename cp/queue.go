@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 	"vgpu/engine"
+	"vgpu/inject"
 
 	"vgpu/abi"
 )
@@ -257,6 +258,9 @@ func (q *queue) runActivation() {
 			// (or loop over stale ones): refuse it.
 			q.halt(&fault{code: abi.CP_ERROR_RING_CONFIG, why: "wptr more than the ring size ahead of rptr"},
 				ring.addr(ring.pos), uint32(w))
+			return
+		}
+		if q.c.inj.Has(inject.QueueStall) && q.injectedStall() {
 			return
 		}
 		ring.end, q.stuck = w, false

@@ -13,6 +13,7 @@ import (
 	"vgpu/abi"
 	"vgpu/bars"
 	"vgpu/dma"
+	"vgpu/inject"
 	"vgpu/irq"
 	"vgpu/l2"
 	"vgpu/pcie"
@@ -43,6 +44,8 @@ type Config struct {
 
 	// Trace records the timeline (docs/trace.md; nil: off). The caller closes it after Close.
 	Trace *trace.Recorder
+	// Inject: fault-injection rules in force from the start (device/inject.go).
+	Inject []inject.Rule
 }
 
 // DefaultComputeUnits is the compute units of a Config that names none.
@@ -93,6 +96,8 @@ type Device struct {
 	vramGate engineGate
 	// rl rate-limits every log line a guest or client can trigger (one limiter for the device).
 	rl *ratelog.Limiter
+	// inj: the fault-injection rules (inject.go).
+	inj *inject.Set
 
 	stats counters
 }
@@ -128,6 +133,7 @@ func New(cfg Config) (*Device, error) {
 	d.msixTable = make([]byte, 16*cfg.MSIXVectors)
 	d.selftest.init(d)
 	d.newGPU()
+	d.initInjection()
 	// Doorbells last: in poll mode their poller starts at once and rings into the GPU core.
 	if d.doorbells, err = bars.NewDoorbells(cfg.Doorbells, abi.DOORBELL_SIZE, d.doorbellRang); err != nil {
 		d.Close()
@@ -157,6 +163,8 @@ func validate(cfg Config) error {
 		return fmt.Errorf("device: VRAM size %#x must be a power of two no smaller than the BAR window %#x", cfg.VRAMSize, cfg.VRAMWindow)
 	case cfg.MSIXVectors < 1 || cfg.MSIXVectors > abi.REGS_MSIX_MAX_VECTORS:
 		return fmt.Errorf("device: %d MSI-X vectors, want 1..%d", cfg.MSIXVectors, abi.REGS_MSIX_MAX_VECTORS)
+	case len(cfg.Inject) > inject.MaxRules:
+		return fmt.Errorf("device: %d injection rules, at most %d", len(cfg.Inject), inject.MaxRules)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"vgpu/inject"
 	"vgpu/ratelog"
 )
 
@@ -82,6 +83,8 @@ type Space struct {
 	// duringCopy, when set (tests only), runs under the read lock just before an access copies
 	// through mmap.
 	duringCopy func()
+
+	inj *inject.Set // fault injection (inject.go)
 }
 
 // NewSpace returns an empty Space with Bus Master off (the reset state of the COMMAND
@@ -351,6 +354,9 @@ func (s *Space) access(iova uint64, p []byte, write, directOnly bool) error {
 }
 
 func (s *Space) accessEpoch(iova uint64, p []byte, write, directOnly bool, epoch uint64, checkEpoch bool) error {
+	if s.inj.Has(inject.DMAFail) && s.inj.DMA(iova, len(p), write) {
+		return s.fault(iova, p, write, iova, "failed by an injection rule", ErrInjected)
+	}
 	if len(p) > MaxAccess {
 		return s.fault(iova, p, write, iova, fmt.Sprintf("longer than %d bytes", MaxAccess), ErrTooLarge)
 	}
@@ -565,7 +571,7 @@ func (s *Space) CopyWithin(dst, src, n uint64) bool {
 
 // direct runs body with the read lock held, after the checks every direct copy shares.
 func (s *Space) direct(n uint64, body func() bool) bool {
-	if n > MaxAccess {
+	if n > MaxAccess || s.inj.Has(inject.DMAFail) { // a rule: the checked path decides
 		return false
 	}
 	s.mu.RLock()

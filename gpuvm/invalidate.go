@@ -1,6 +1,9 @@
 package gpuvm
 
-import "vgpu/abi"
+import (
+	"vgpu/abi"
+	"vgpu/inject"
+)
 
 // The REQ bits that select what an engine invalidates.
 const (
@@ -44,6 +47,9 @@ func (v *VM) invalidate(vmids uint32, m invMask) {
 	}
 	for id := 1; id < NumVMIDs; id++ {
 		if vmids&(1<<id) != 0 {
+			if v.inj.Has(inject.TLBStale) && v.inj.Stale(id) {
+				continue // acknowledged, entries kept (inject.go)
+			}
 			v.ctx[id].invalidate(m)
 			v.stats.invalidations.Add(1)
 		}

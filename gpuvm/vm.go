@@ -7,6 +7,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/engine"
+	"vgpu/inject"
 	"vgpu/ratelog"
 	"vgpu/trace"
 )
@@ -72,6 +73,7 @@ type VM struct {
 	faults atomic.Uint64
 
 	trace *trace.Recorder // the timeline (trace.go; nil: off)
+	inj   *inject.Set     // fault injection (inject.go)
 }
 
 // hubRegs holds the registers as the driver wrote them.

@@ -78,4 +78,9 @@ enum vt_res t_shader_endless(struct vt_case *t);
 /* t_mes_hang.c */
 enum vt_res t_mes_hang(struct vt_case *t);
 
+/* t_inject_*.c: recovery paths under fault injection (inject.h) */
+enum vt_res t_inject_eop_lost(struct vt_case *t);
+enum vt_res t_inject_mes_hang(struct vt_case *t);
+enum vt_res t_inject_dma_fail(struct vt_case *t);
+
 #endif /* VT_CASES_H */

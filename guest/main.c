@@ -107,6 +107,9 @@ static const struct vt_def {
 	{ "shader_hazard", t_shader_hazard },
 	{ "shader_l0_stale", t_shader_l0_stale },
 	{ "shader_retry_fault", t_shader_retry_fault },
+	{ "inject_eop_lost", t_inject_eop_lost },
+	{ "inject_mes_hang", t_inject_mes_hang },
+	{ "inject_dma_fail", t_inject_dma_fail },
 };
 
 /*

@@ -109,6 +109,7 @@ type Controller struct {
 	delivered                                []atomic.Uint64
 	intxN, errN, reqN, saturated, retargeted atomic.Uint64
 	dropped, noVector, refused               atomic.Uint64
+	inj                                      injection // fault injection (inject.go)
 }
 
 // New returns a controller for msixVectors MSI-X vectors (1..MaxMSIXVectors; anything else is
@@ -397,6 +398,9 @@ func (c *Controller) resampled(rs *resampler) {
 func (c *Controller) TriggerMSIX(vector int) error {
 	if err := c.checkVector(vector, "TriggerMSIX"); err != nil {
 		return err
+	}
+	if c.inj.intercept(c, vector) {
+		return nil
 	}
 	c.mu.Lock()
 	s, ok := c.triggerLocked(vector)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 	"vgpu/engine"
+	"vgpu/inject"
 
 	"vgpu/abi"
 	"vgpu/ratelog"
@@ -120,6 +121,7 @@ type IH struct {
 	ownLimit *ratelog.Limiter // the default, on NewIH's logger
 
 	trace *trace.Recorder // the timeline (trace.go; nil: off)
+	inj   *inject.Set     // fault injection (inject.go)
 }
 
 // Keys of the IH's rate-limited log lines (ratelog).
@@ -229,6 +231,9 @@ func (h *IH) wptrRegLocked() uint32 {
 // Because Push may write memory (possibly a vfio-user DMA message), it must not be called on
 // the vfio-user worker goroutine.
 func (h *IH) Push(iv engine.IV) {
+	if h.inj.HasAny(inject.IVKinds) && h.injectIV(&iv) {
+		return
+	}
 	h.mu.Lock()
 	if h.npen == len(h.pend) && h.enabledLocked() {
 		// Backpressure, as a CP stalls on a full IH input FIFO: a full backlog has a writer

@@ -9,6 +9,7 @@ import (
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/engine"
+	"vgpu/inject"
 	"vgpu/ratelog"
 	"vgpu/trace"
 )
@@ -94,7 +95,8 @@ type MES struct {
 	// draining counts call outs in flight of revoked activations (Quiesce waits for 0).
 	draining atomic.Int64
 
-	trace *trace.Recorder // the timeline (trace.go; nil: off)
+	trace *trace.Recorder            // the timeline (trace.go; nil: off)
+	inj   atomic.Pointer[inject.Set] // fault injection (inject.go)
 }
 
 // New builds the scheduler, off until MES_RING_ACTIVE = 1.

@@ -8,6 +8,7 @@ import (
 
 	"vgpu/abi"
 	"vgpu/engine"
+	"vgpu/inject"
 )
 
 // maxFramesPerPass bounds the frames one pass of the loop executes before it schedules again,
@@ -81,6 +82,9 @@ func (a *activation) frames(now time.Time) bool {
 			return false
 		}
 		f := decodeFrame(a.buf[:])
+		if a.m.inj.Load().Has(inject.MESHang) && a.hangFrame(&f, pos, now) {
+			return true // a.pend set, never to complete
+		}
 		err := a.tracedExecute(&f, pos, now)
 		if err == errWaiting {
 			return true // a.pend set

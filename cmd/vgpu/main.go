@@ -15,6 +15,7 @@ commands:
   run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
   serve   run the vfio-user server for one virtual GPU function
   status  print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
+  inject  add, list or clear fault-injection rules of a running server through its control socket (docs/inject.md)
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   timeline  draw a trace (--trace of run or serve) as one self-contained HTML page: vgpu timeline TRACE [-o OUT.html]
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
@@ -41,6 +42,8 @@ func main() {
 		err = serve(args)
 	case "status":
 		err = status(args)
+	case "inject":
+		err = injectCmd(args)
 	case "bench":
 		err = runBench(args)
 	case "qemu":

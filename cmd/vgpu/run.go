@@ -105,12 +105,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	// The suites to run, each with its image and its share of --tests.
-	type suiteRun struct {
-		name     string
-		img      *images.GuestImage
-		testArgs string
-	}
+	// The suites to run, each with its image and its share of --tests (inject_suite.go).
 	var suites []suiteRun
 	if plan == nil {
 		if *flavour != "" {
@@ -162,7 +157,7 @@ func run(args []string) error {
 				fmt.Fprintf(os.Stderr, "== %s: --tests names none of its cases; not run\n", suiteTitle(name))
 				continue
 			}
-			suites = append(suites, suiteRun{name, imgs[name], suiteTestArgs(name, sel[name])})
+			suites = append(suites, suiteBoots(name, imgs[name], sel[name], cases)...)
 		}
 	} else {
 		if *tests != "" {
@@ -199,16 +194,17 @@ func run(args []string) error {
 			name := map[bool]string{false: "no IOMMU", true: "intel-iommu"}[on]
 			what := "the guest"
 			if sr.name != "" {
-				what = "the " + suiteTitle(sr.name)
+				what = "the " + suiteTitle(sr.name) + sr.note()
 			}
 			fmt.Fprintf(os.Stderr, "== booting %s (%s, QEMU %s)\n", what, name, qemu.Version())
 			runDir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 			if sr.name != "" && len(suites) > 1 {
-				runDir = filepath.Join(dir, sr.name+"-"+strings.ReplaceAll(name, " ", "-"))
+				runDir = filepath.Join(dir, sr.dir()+"-"+strings.ReplaceAll(name, " ", "-"))
 			}
+			name += sr.note()
 			bound, extra := suiteBounds(sr.name, *timeout)
 			res, err := boot.Run(ctx, boot.Config{
-				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
+				QEMU: qemu, Guest: sr.img, Device: sr.device(devCfg), IOMMU: on, TestArgs: sr.testArgs,
 				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
 				TracePath: tracePath(sr.name, name),
 				OnDevice:  runControl(*ctlPath),
@@ -219,6 +215,7 @@ func run(args []string) error {
 			printTrace(os.Stderr, res)
 			writeTimeline(os.Stderr, res)
 			judgeSuite(sr.name, res)
+			sr.judge(res)
 			if plan != nil {
 				printUserSummary(os.Stdout, name, res)
 			} else {

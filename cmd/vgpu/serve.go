@@ -159,6 +159,7 @@ func addDeviceFlags(fl *flag.FlagSet) func() (device.Config, error) {
 	subID := idFlag(fl, "subsystem-id", abi.PCI_SUBSYSTEM_ID, "PCI subsystem ID")
 	vectors := fl.Int("msix-vectors", def.MSIXVectors, fmt.Sprintf("number of MSI-X vectors (1..%d)", abi.REGS_MSIX_MAX_VECTORS))
 	cus := fl.Int("compute-units", def.ComputeUnits, "compute units running shader dispatches (1..64)")
+	rules := injectFlag(fl)
 	return func() (device.Config, error) {
 		mode, err := bars.ParseDoorbellMode(*doorbell)
 		if err != nil {
@@ -171,6 +172,7 @@ func addDeviceFlags(fl *flag.FlagSet) func() (device.Config, error) {
 			VendorID: uint16(*vendor), DeviceID: uint16(*devID),
 			SubsystemVendorID: uint16(*subVendor), SubsystemID: uint16(*subID),
 			VRAMSize: *vram, VRAMWindow: *window, Doorbells: mode, MSIXVectors: *vectors, ComputeUnits: *cus,
+			Inject: *rules,
 		}, nil
 	}
 }
