@@ -176,7 +176,7 @@ func (d *Device) write(w io.Writer, s *snapshot) error {
 	sw.section(secIH, s.ih)
 	sw.section(secMES, s.mes)
 	sw.section(secCP, s.cp)
-	sw.section(secDoorbells, s.doorbells)
+	writeDoorbells(sw, s.doorbells)
 	head := snapL2Head{Strict: s.strict, Lines: uint32(len(s.lines))}
 	sw.put(secL2)
 	sw.put(uint64(binary.Size(head)) + uint64(len(s.lines))*lineSize)
@@ -186,6 +186,53 @@ func (d *Device) write(w io.Writer, s *snapshot) error {
 	}
 	d.writeVRAM(sw)
 	return sw.end()
+}
+
+// doorbellEntry is a non-zero doorbell in the file (most of the 8192 are zero).
+type doorbellEntry struct {
+	Index uint32
+	Value uint64
+}
+
+var doorbellEntrySize = uint64(binary.Size(doorbellEntry{}))
+
+func writeDoorbells(sw *snapWriter, v []uint64) {
+	var set []doorbellEntry
+	for i, x := range v {
+		if x != 0 {
+			set = append(set, doorbellEntry{uint32(i), x})
+		}
+	}
+	sw.put(secDoorbells)
+	sw.put(4 + uint64(len(set))*doorbellEntrySize)
+	sw.put(uint32(len(set)))
+	sw.put(set)
+}
+
+func readDoorbells(sr *snapReader, count int) ([]uint64, error) {
+	if err := sr.next(secDoorbells, 4+uint64(count)*doorbellEntrySize); err != nil {
+		return nil, err
+	}
+	var n uint32
+	if err := sr.get(&n); err != nil {
+		return nil, err
+	}
+	if uint64(n) > uint64(count) || sr.left != uint64(n)*doorbellEntrySize {
+		return nil, corrupt("doorbell section: %d doorbells in %d bytes", n, sr.left)
+	}
+	v := make([]uint64, count)
+	next := uint32(0)
+	for range n {
+		var e doorbellEntry
+		if err := sr.get(&e); err != nil {
+			return nil, err
+		}
+		if e.Index < next || e.Index >= uint32(count) {
+			return nil, corrupt("doorbell %d out of order or beyond the %d doorbells", e.Index, count)
+		}
+		v[e.Index], next = e.Value, e.Index+1
+	}
+	return v, nil
 }
 
 // lineSize is one l2.Line in the file.
@@ -298,6 +345,7 @@ func (d *Device) read(sr *snapReader, written *[]uint64) (*snapshot, error) {
 	}
 
 	s := &snapshot{}
+	var err error
 	if err := sr.fixed(secConfig, &s.config); err != nil {
 		return nil, err
 	}
@@ -327,8 +375,7 @@ func (d *Device) read(sr *snapReader, written *[]uint64) (*snapshot, error) {
 			return nil, err
 		}
 	}
-	s.doorbells = make([]uint64, d.doorbells.Count())
-	if err := sr.fixed(secDoorbells, s.doorbells); err != nil {
+	if s.doorbells, err = readDoorbells(sr, d.doorbells.Count()); err != nil {
 		return nil, err
 	}
 	if err := d.readL2(sr, s); err != nil {

@@ -38,7 +38,7 @@ const (
 	secIH        uint32 = 5  // irq.IHState
 	secMES       uint32 = 6  // mes.State
 	secCP        uint32 = 7  // cp.State
-	secDoorbells uint32 = 8  // every doorbell's value
+	secDoorbells uint32 = 8  // count u32, then (index u32, value u64) for each non-zero doorbell
 	secL2        uint32 = 9  // strict flag, line count, lines
 	secVRAM      uint32 = 10 // page count, then (page index u64, page bytes) for each non-zero page
 	secEnd       uint32 = 0xFFFF_FFFF
