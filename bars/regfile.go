@@ -32,6 +32,9 @@ type RegisterFile struct {
 	mu        sync.Mutex
 	unclaimed map[uint32]uint64 // byte offset → access count
 	misshapen uint64            // accesses that were neither 4 bytes dword-aligned nor 8 bytes qword-aligned
+
+	spin  spinDetector            // spin.go
+	names func(off uint32) string // SetRegisterNames
 }
 
 // maxClaims bounds the owner table's index type.
@@ -47,6 +50,7 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 		return nil, fmt.Errorf("bars: %d claims, at most %d", len(claims), maxClaims)
 	}
 	f := &RegisterFile{size: size, claims: claims, owner: make([]uint16, size/4), unclaimed: map[uint32]uint64{}}
+	f.spin.threshold.Store(SpinThreshold)
 	for i, c := range claims {
 		if c.Offset%4 != 0 || c.Size%4 != 0 || c.Size == 0 {
 			return nil, fmt.Errorf("bars: claim %q [%#x+%#x) is not dword-aligned", c.Name, c.Offset, c.Size)
@@ -131,11 +135,18 @@ func (f *RegisterFile) read32(off uint32) uint32 {
 	if c.Read == nil {
 		return 0
 	}
-	return c.Read(off - c.Offset)
+	v := c.Read(off - c.Offset)
+	f.noteRead(off, v)
+	return v
 }
 
 func (f *RegisterFile) write32(off uint32, v uint32) {
-	if c := f.claimAt(off); c != nil && c.Write != nil {
+	c := f.claimAt(off)
+	if c == nil {
+		return
+	}
+	f.spin.wrote(off) // a write re-arms even a read-only register: the driver acted
+	if c.Write != nil {
 		c.Write(off-c.Offset, v)
 	}
 }

@@ -69,7 +69,8 @@ type queue struct {
 	saved            Image     // mapped queues: what Saved returns once stop != Running
 	// done: the goroutine can make no further call out (its stop was saved after its last
 	// one); it still counts in h.live until it returns, but not against MaxLivePerSlot.
-	done bool
+	done    bool
+	stopPkt stoppedPacket // the packet it stopped on, for HQDStatus (status.go)
 
 	// Goroutine-private.
 	streams   [1 + IBMaxDepth]stream // 0: the ring, 1: IB1, 2: IB2
@@ -515,6 +516,7 @@ func (q *queue) park(w *waitCond, interval time.Duration) error {
 	if !q.endBatch() {
 		return errHalted
 	}
+	q.notePacket()
 	q.state.Store(abi.HQD_STATE_WAITING)
 	q.parkedNow.Store(true)
 	q.c.parked.Add(1)
@@ -590,6 +592,7 @@ func (q *queue) endless() error {
 	if !q.endBatch() {
 		return errHalted
 	}
+	q.notePacket()
 	q.state.Store(abi.HQD_STATE_BUSY_KERNEL)
 	q.endTurn()
 	for {
@@ -623,6 +626,7 @@ func (q *queue) halt(err error, addr uint64, hdr uint32) {
 	if counted {
 		q.c.halts.Add(1)
 	}
+	q.notePacket()
 	q.h.mu.Lock()
 	if !q.stopped.Load() {
 		q.errCode, q.errAddr, q.errInfo = f.code, addr, hdr

@@ -139,6 +139,7 @@ func New(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d.regs.SetLimiter(d.rl)
+	d.regs.SetRegisterNames(func(off uint32) string { return abi.RegisterNames[off] })
 	d.resetMSIXTable()
 	d.info = d.deviceInfo()
 	return d, nil

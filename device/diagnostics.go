@@ -24,7 +24,8 @@ type Diagnostics struct {
 	BARAccessWhileMemOff uint64 // trapped BAR accesses while COMMAND.Memory Space was off
 	IRQWithoutBusMaster  uint64 // interrupts not sent because COMMAND.Bus Master was off
 	Unclaimed            []bars.UnclaimedAccess
-	MisshapenRegAccesses uint64 // register accesses that were not aligned 4- or 8-byte
+	MisshapenRegAccesses uint64         // register accesses that were not aligned 4- or 8-byte
+	Spins                bars.SpinStats // registers the driver polled without a change (bars/spin.go)
 	DoorbellRings        uint64
 	SelftestDMAs         uint32
 	IRQErrors            uint64          // interrupts refused (vector out of range)
@@ -50,6 +51,7 @@ func (d *Device) Diagnostics() Diagnostics {
 		IRQWithoutBusMaster:  d.stats.irqWithoutBusMaster.Load(),
 		Unclaimed:            un,
 		MisshapenRegAccesses: bad,
+		Spins:                d.regs.Spins(),
 		DoorbellRings:        d.doorbells.Rings(),
 		SelftestDMAs:         done,
 		IRQErrors:            d.stats.irqErrors.Load(),
@@ -113,6 +115,7 @@ func (g Diagnostics) String() string {
 		}
 		r.sub("%#07x %-28s %d accesses", u.Offset, name, u.Count)
 	}
+	writeSpins(&r, g.Spins)
 	r.line("doorbell rings", "%d", g.DoorbellRings)
 	r.line("self-test DMAs completed", "%d", g.SelftestDMAs)
 	r.line("goroutines", "%d", g.Goroutines)

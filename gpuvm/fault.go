@@ -136,6 +136,7 @@ func (v *VM) fault(a engine.Access, c *ctxConfig, va uint64, write bool, f walkF
 // set MORE_FAULTS. It reports whether this one was latched. v.mu held.
 func (v *VM) latchLocked(st uint32, va uint64) bool {
 	v.faults.Add(1)
+	v.noteFaultLocked(st, va)
 	if v.latch.latched {
 		v.latch.status |= abi.REG_VM_FAULT_STATUS__MORE_FAULTS_MASK
 		return false

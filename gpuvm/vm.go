@@ -64,6 +64,7 @@ type VM struct {
 	mu     sync.Mutex // registers, fault latch, CAM, engines, stale event; never held across memory
 	regs   hubRegs
 	latch  faultLatch
+	recent faultHistory // the last faults, for the status (status.go)
 	cam    cam
 	stale  staleEvent
 	stats  counters

@@ -52,6 +52,7 @@ type activation struct {
 	nFrames, nFrameErrors, nMaps, nUnmaps, nUnmappedDBs atomic.Uint32
 	nQueues, nMapped, nHung, nProcs                     atomic.Uint32
 	lastError, lastErrorRptr                            atomic.Uint32
+	frameLog                                            frameHistory // the last frames, for the status (status.go)
 
 	// Goroutine state.
 	hw         *hwState // nil until SET_HW_RESOURCES

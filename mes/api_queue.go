@@ -129,6 +129,7 @@ func (a *activation) addQueue(f *frame, now time.Time) *frameErr {
 	a.t.order = append(a.t.order, q)
 	a.publishTable()
 	a.markUnmapped(q)
+	q.publishIdent()
 	q.publish()
 	return nil
 }

@@ -82,6 +82,7 @@ type queue struct {
 	maps     atomic.Uint32
 	preempts atomic.Uint32
 	pubRptr  atomic.Uint64
+	ident    atomic.Pointer[queueIdent] // status.go
 }
 
 // hasWork: its known wptr is ahead of its rptr, or its last unmap saved shader dispatches

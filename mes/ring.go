@@ -94,6 +94,7 @@ func (a *activation) frames(now time.Time) bool {
 
 // complete ends a frame: its api_status fence on success; the error report on failure.
 func (a *activation) complete(f *frame, pos uint64, err *frameErr) {
+	defer func() { a.noteFrame(f, pos, err) }() // err as it ends up
 	op := f.opcode()
 	if err == nil {
 		if addr, val, ok := f.apiStatus(); ok && addr != 0 {

@@ -59,6 +59,9 @@ type Config struct {
 	Append []string
 	// Console receives the guest's serial console as it is written (and drops "quiet").
 	Console io.Writer
+	// OnDevice, if set, is called with the run's device before QEMU starts; the function it
+	// returns is called when the run ends (`vgpu run --control` serves the control socket).
+	OnDevice func(dev *device.Device) (stop func(), err error)
 }
 
 // Result is what one run produced.
@@ -131,6 +134,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer dev.Close()
+	if cfg.OnDevice != nil {
+		stopHook, err := cfg.OnDevice(dev)
+		if err != nil {
+			return nil, err
+		}
+		defer stopHook()
+	}
 	sock := filepath.Join(cfg.Dir, "vgpu.sock")
 	os.Remove(sock)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})

@@ -14,6 +14,7 @@ const usage = `usage: vgpu <command> [flags]
 commands:
   run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
   serve   run the vfio-user server for one virtual GPU function
+  status  print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
 
@@ -36,6 +37,8 @@ func main() {
 		err = run(args)
 	case "serve":
 		err = serve(args)
+	case "status":
+		err = status(args)
 	case "bench":
 		err = runBench(args)
 	case "qemu":

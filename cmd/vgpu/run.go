@@ -44,6 +44,7 @@ func run(args []string) error {
 	fl.Var(&adds, "add", "HOST[:GUEST]: put a file or folder into the guest's initramfs (default GUEST: /<name>); repeatable")
 	fl.Var(&appends, "append", "ARGS: add kernel parameters (e.g. loglevel=8, dyndbg=...); repeatable")
 	timeout := fl.Duration("timeout", 0, fmt.Sprintf("bound on each guest boot (kernel boot, modules, commands, power-off); default %v, %v for the DRM suite", boot.DefaultTimeout, drmTimeout))
+	ctlPath := fl.String("control", "", "serve a control socket here while each guest runs (`vgpu status --control PATH`; owner-only)")
 	console := fl.Bool("console", false, "stream the guest's serial console (with the kernel log) to stderr as it runs")
 	jsonOut := fl.String("json", "", "write the results as JSON to this file")
 	mirror := fl.String("debian-mirror", "", "Debian archive to download QEMU and the guest from (default: $"+images.MirrorEnv+", else the host's apt sources)")
@@ -208,6 +209,7 @@ func run(args []string) error {
 			res, err := boot.Run(ctx, boot.Config{
 				QEMU: qemu, Guest: sr.img, Device: devCfg, IOMMU: on, TestArgs: sr.testArgs,
 				Dir: runDir, Keep: *keep, Timeout: bound, Plan: plan, Append: append(extra, appends...), Console: consoleW,
+				OnDevice: runControl(*ctlPath),
 			})
 			if err != nil {
 				return err

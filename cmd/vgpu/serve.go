@@ -24,6 +24,7 @@ import (
 func serve(args []string) error {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fl.String("socket", "", "path of the vfio-user unix socket to create (required)")
+	ctlPath := fl.String("control", "", "path of the control socket for `vgpu status` (owner-only; default: the socket path + \".control\"; \""+controlOff+"\": none)")
 	devFlags := addDeviceFlags(fl)
 	level := fl.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fl.String("log-format", "text", "log format: text or json")
@@ -53,12 +54,22 @@ func serve(args []string) error {
 		return err
 	}
 	defer os.Remove(*socket)
+	if *ctlPath == "" {
+		*ctlPath = *socket + ".control"
+	}
+	if *ctlPath != controlOff {
+		ctl, err := startControl(*ctlPath, dev, log)
+		if err != nil {
+			return err
+		}
+		defer ctl.Close()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go printDiagnosticsOn(ctx, syscall.SIGUSR1, dev)
 
-	log.Info("ready", "socket", *socket, "vendor", fmt.Sprintf("%#04x", cfg.VendorID), "device", fmt.Sprintf("%#04x", cfg.DeviceID),
+	log.Info("ready", "socket", *socket, "control", *ctlPath, "vendor", fmt.Sprintf("%#04x", cfg.VendorID), "device", fmt.Sprintf("%#04x", cfg.DeviceID),
 		"vram", cfg.VRAMSize, "bar_window", cfg.VRAMWindow, "doorbell", cfg.Doorbells.String(), "msix_vectors", cfg.MSIXVectors)
 	err = vfiouser.NewServer(dev, log).Serve(ctx, l)
 	fmt.Fprintf(os.Stderr, "vgpu diagnostics:\n%s", dev.Diagnostics())
