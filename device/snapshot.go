@@ -1,6 +1,7 @@
 package device
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -107,9 +108,13 @@ func (d *Device) SaveSnapshot(w io.Writer) error {
 		if err == nil {
 			var s *snapshot
 			if s, err = d.capture(); err == nil {
-				err = d.write(w, s) // VRAM too: still paused
+				bw := bufio.NewWriterSize(w, 1<<20)
+				err = d.write(bw, s) // VRAM too: still paused
 				d.gpu.cp.Unpause()
-				return err
+				if err != nil {
+					return err
+				}
+				return bw.Flush()
 			}
 			d.gpu.cp.Unpause()
 		}
@@ -283,7 +288,7 @@ func (d *Device) RestoreSnapshot(r io.Reader) error {
 	}
 	d.snap.save.Lock()
 	defer d.snap.save.Unlock()
-	sr := newSnapReader(r)
+	sr := newSnapReader(bufio.NewReaderSize(r, 1<<20))
 	var written []uint64
 	s, err := d.read(sr, &written)
 	if err == nil {

@@ -15,6 +15,7 @@ commands:
   run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
   serve   run the vfio-user server for one virtual GPU function
   status  print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
+  snapshot  save a running server's device state to a file (vgpu serve --restore FILE starts from it)
   bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
   qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
 
@@ -39,6 +40,8 @@ func main() {
 		err = serve(args)
 	case "status":
 		err = status(args)
+	case "snapshot":
+		err = snapshot(args)
 	case "bench":
 		err = runBench(args)
 	case "qemu":
