@@ -276,3 +276,61 @@ func TestSnapshotRefusals(t *testing.T) {
 		t.Errorf("snapshot of an idle device: %v", err)
 	}
 }
+
+// TestSnapshotWhileRunning takes snapshots while a client keeps submitting work: each one is
+// taken (or refused as busy) without a race, and each restores into a queue that continues.
+func TestSnapshotWhileRunning(t *testing.T) {
+	dev := newSharedDevice(t)
+	d := attach(t, dev, 0, false)
+	d.startQueue()
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for seq := uint32(1); ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// One batch at a time (each waits for its fence): the ring never fills.
+			d.submit(pm4.WriteMem(abi.GPU_FB_BASE+stData, seq), pm4.Fence(abi.GPU_FB_BASE+ltFence, seq, seq, false))
+			for deadline := time.Now().Add(10 * time.Second); d.fence() != seq; {
+				if time.Now().After(deadline) {
+					done <- errors.New("fence not reached")
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	taken := 0
+	for range 10 {
+		var file bytes.Buffer
+		err := dev.SaveSnapshot(&file)
+		if errors.Is(err, ErrSnapshotBusy) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken++
+		dev2 := newSharedDevice(t)
+		if err := dev2.RestoreSnapshot(&file); err != nil {
+			t.Fatal(err)
+		}
+		q := dev2.gpu.cp.Queue(ltSlot)
+		if !q.Active || q.Rptr > q.Wptr {
+			t.Errorf("restored queue %+v", q)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if taken == 0 {
+		t.Error("no snapshot taken of a running device")
+	}
+	t.Logf("%d of 10 snapshots taken, %d fences", taken, d.fence())
+}
