@@ -183,6 +183,16 @@ func TestSnapshotRestoreContinues(t *testing.T) {
 	if got := r2.reg(abi.REG_IH_ENTRIES); got != before[slices.Index(regs, abi.REG_IH_ENTRIES)]+1 {
 		t.Errorf("IH_ENTRIES %d after one more interrupt", got)
 	}
+	// The halted queue recovers as the driver would recover it: DEQUEUE_RESET, a new ring,
+	// ACTIVE=1.
+	hq := func(reg, v uint32) { r2.setReg(abi.BLOCK_HQD_BASE+stSlot*abi.BLOCK_HQD_STRIDE+reg, v) }
+	hq(abi.REG_HQD_DEQUEUE_REQUEST, abi.HQD_DEQUEUE_RESET)
+	eventually(t, "queue 2 dequeued", func() bool { return r2.reg(abi.BLOCK_HQD_BASE+stSlot*abi.BLOCK_HQD_STRIDE+abi.REG_HQD_ACTIVE) == 0 })
+	n := d2.writeIB(stRing, pm4.Fence(abi.GPU_FB_BASE+ltFence+8, 5, 5, false))
+	hq(abi.REG_HQD_ACTIVE, 1)
+	hq(abi.REG_HQD_PQ_WPTR_LO, n)
+	eventually(t, "queue 2's fence after its reset", func() bool { return d2.u32(ltFence+8) == 5 })
+
 	// A restored device refuses a second restore, a used device any.
 	if err := dev2.RestoreSnapshot(bytes.NewReader(file.Bytes())); !errors.Is(err, ErrSnapshotNotFresh) {
 		t.Errorf("restore into an attached device: %v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -63,6 +64,17 @@ func TestSnapshotCommand(t *testing.T) {
 	dev2 := newTestDevice(t)
 	if err := restoreSnapshot(dev2, file); err != nil {
 		t.Fatal(err)
+	}
+	// The restored state is inspectable before any client attaches.
+	ctl2 := filepath.Join(dir, "vgpu2.sock.control")
+	s2, err := startControl(ctl2, dev2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var st bytes.Buffer
+	if err := printStatus(&st, ctl2, true); err != nil || !strings.Contains(st.String(), `"hqds"`) {
+		t.Errorf("status of the restored server: %v\n%s", err, st.String())
 	}
 	c2 := vfiousertest.NewPair(t, dev2)
 	if err := c2.Read(abi.BAR_REGS, abi.REG_SCRATCH_2, b[:]); err != nil {
