@@ -100,7 +100,7 @@ func TestSnapshotSlotRefusals(t *testing.T) {
 		{"running with an error", func(s *cp.SlotState) { s.ErrCode = abi.CP_ERROR_BAD_OPCODE }},
 		{"unknown state", func(s *cp.SlotState) { s.State = 99 }},
 		{"dequeued but halted", func(s *cp.SlotState) { s.Stopped, s.State = true, abi.HQD_STATE_HALTED }},
-		{"error code too wide", func(s *cp.SlotState) { s.State, s.ErrCode = abi.HQD_STATE_HALTED, 1 << 20 }},
+		{"error code too wide", func(s *cp.SlotState) { s.State, s.ErrCode = abi.HQD_STATE_HALTED, 1<<20 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cptest.NewRig(t, memSize)
