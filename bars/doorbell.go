@@ -76,6 +76,7 @@ type Doorbells struct {
 	seenGen    uint64   // poller goroutine only
 	seenResets uint64   // poller goroutine only
 	scans      atomic.Uint64
+	adopt      atomic.Pointer[[]uint64] // restored values the poller takes as seen (snapshot.go)
 	wake       chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
 
 	stop chan struct{}
@@ -256,6 +257,9 @@ func (d *Doorbells) scan() bool {
 				d.cleared[i].Store(false)
 				d.seen[i] = 0
 			}
+		}
+		if v := d.adopt.Swap(nil); v != nil {
+			copy(d.seen, *v)
 		}
 		d.seenGen = g
 	}
