@@ -77,7 +77,7 @@ type Doorbells struct {
 	seenResets uint64   // poller goroutine only
 	scans      atomic.Uint64
 	adopt      atomic.Pointer[[]uint64] // restored values the poller takes as seen (snapshot.go)
-	wake       chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
+	wake       chan struct{}            // Reset asks the poller for a prompt scan of the zeroed page
 
 	stop chan struct{}
 	done sync.WaitGroup
