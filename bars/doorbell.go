@@ -76,11 +76,13 @@ type Doorbells struct {
 	seenGen    uint64   // poller goroutine only
 	seenResets uint64   // poller goroutine only
 	scans      atomic.Uint64
-	adopt      atomic.Pointer[[]uint64] // restored values the poller takes as seen (snapshot.go)
-	wake       chan struct{}            // Reset asks the poller for a prompt scan of the zeroed page
+	wake       chan struct{} // Reset asks the poller for a prompt scan of the zeroed page
 
 	stop chan struct{}
 	done sync.WaitGroup
+
+	// adopt: restored values the poller takes as the ones it has seen (snapshot.go).
+	adopt atomic.Pointer[[]uint64]
 }
 
 // NewDoorbells creates size bytes of doorbells. ring is called with the doorbell index and its
