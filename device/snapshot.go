@@ -130,9 +130,6 @@ func (d *Device) capture() (*snapshot, error) {
 	g := &d.gpu
 	s := &snapshot{}
 	var err error
-	if s.mes, err = g.mes.SaveState(); err != nil {
-		return nil, err
-	}
 	if g.cache.ReadReg(abi.REG_L2_STATUS-abi.BLOCK_L2_BASE)&abi.REG_L2_STATUS__BUSY_MASK != 0 {
 		return nil, errors.New("an L2_CONTROL maintenance pass is running")
 	}
@@ -140,8 +137,11 @@ func (d *Device) capture() (*snapshot, error) {
 	s.config = d.config.SaveState()
 	d.snap.cfgMu.Unlock()
 
-	d.regMu.Lock()
+	d.regMu.Lock() // from here no register write (MES_RING_ACTIVE, HQD_ACTIVE) interleaves
 	defer d.regMu.Unlock()
+	if s.mes, err = g.mes.SaveState(); err != nil {
+		return nil, err
+	}
 	st := &d.selftest
 	st.mu.Lock()
 	s.regs = snapRegs{Scratch: d.scratch, Config: g.config, HDPDone: g.hdp.done, HDPFlushes: g.hdp.flushes,
@@ -246,15 +246,20 @@ var lineSize = uint64(binary.Size(l2.Line{}))
 // pageEntry is one VRAM page's size in the file: its index and its bytes.
 const pageEntry = 8 + vramPageSize
 
-// writeVRAM writes the non-zero pages. The section's length comes first, so the pages are
-// found in a first pass (a page the guest's CPU changes between the passes is still written
-// as it is in the second: the CPU is not stopped by a snapshot).
+// writeVRAM writes the non-zero pages. Only the memfd's allocated extents are looked at
+// (VRAM is sparse: reading its holes would allocate them). The section's length comes first,
+// so the pages are found in a first pass (a page the guest's CPU changes between the passes is
+// written as it is in the second: the CPU is not stopped by a snapshot).
 func (d *Device) writeVRAM(sw *snapWriter) {
 	mem := d.vram.Bytes()
 	var pages []uint64
-	for p := uint64(0); p < uint64(len(mem))/vramPageSize; p++ {
-		if !zeroPage(mem[p*vramPageSize : (p+1)*vramPageSize]) {
-			pages = append(pages, p)
+	next, total := uint64(0), uint64(len(mem))/vramPageSize
+	for _, e := range d.vram.DataExtents() {
+		for p := max(e[0]/vramPageSize, next); p < (e[1]+vramPageSize-1)/vramPageSize && p < total; p++ {
+			if !zeroPage(mem[p*vramPageSize : (p+1)*vramPageSize]) {
+				pages = append(pages, p)
+			}
+			next = p + 1
 		}
 	}
 	sw.put(secVRAM)
@@ -300,9 +305,8 @@ func (d *Device) RestoreSnapshot(r io.Reader) error {
 		d.snapshotConfig()
 		d.mem.SetBusMaster(false)
 		d.resetState()
-		mem := d.vram.Bytes()
 		for _, p := range written {
-			clear(mem[p*vramPageSize : (p+1)*vramPageSize])
+			d.vram.Zero(p*vramPageSize, vramPageSize)
 		}
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"vgpu/abi"
 	"vgpu/cp"
 	"vgpu/mes"
@@ -343,4 +345,47 @@ func TestSnapshotWhileRunning(t *testing.T) {
 		t.Error("no snapshot taken of a running device")
 	}
 	t.Logf("%d of 10 snapshots taken, %d fences", taken, d.fence())
+}
+
+// TestSnapshotKeepsVRAMSparse: saving a 1 GiB VRAM with two pages written allocates nothing
+// more of the memfd (only its data extents are read) and saves just those pages.
+func TestSnapshotKeepsVRAMSparse(t *testing.T) {
+	cfg := DefaultConfig()
+	dev, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	mem := dev.vram.Bytes()
+	mem[5<<20] = 1
+	mem[900<<20+4095] = 2
+	blocks := func() int64 {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(dev.vram.File().Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks
+	}
+	before := blocks()
+	var file bytes.Buffer
+	if err := dev.SaveSnapshot(&file); err != nil {
+		t.Fatal(err)
+	}
+	if after := blocks(); after != before {
+		t.Errorf("the snapshot grew VRAM from %d to %d blocks", before, after)
+	}
+	if file.Len() > 64<<10 {
+		t.Errorf("a snapshot of two VRAM pages is %d bytes", file.Len())
+	}
+	dev2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev2.Close()
+	if err := dev2.RestoreSnapshot(&file); err != nil {
+		t.Fatal(err)
+	}
+	if m2 := dev2.vram.Bytes(); m2[5<<20] != 1 || m2[900<<20+4095] != 2 {
+		t.Error("restored VRAM lacks the written bytes")
+	}
 }
