@@ -23,12 +23,14 @@ import (
 // Snapshots: SaveSnapshot writes the device's state to a file (format in snapshot_format.go,
 // docs/snapshot.md); RestoreSnapshot puts it into a fresh device before any client attaches.
 //
-// Quiescing: the CP is paused (cp.Pause: no queue executes a packet), and the snapshot is
-// taken only when every queue is at a packet boundary — idle, parked in a WAIT_REG_MEM at
-// ring level, waiting for a turn between packets, halted or dequeued — with no shader
-// dispatch in flight (a register-activated queue has no context save area to save one to:
-// refused with ErrSnapshotBusy naming the slot), the scheduler off (its tables are not
-// saved: mes.ErrActive), no self-test transfer, L2 maintenance pass or IH write in progress.
+// Quiescing: the CP is paused (cp.Pause: no queue executes a packet) and so is the scheduler
+// (mes.Pause: its goroutine parks between frames), and the snapshot is taken only when every
+// queue is at a packet boundary — idle, parked in a WAIT_REG_MEM at ring level, waiting for a
+// turn between packets, halted or dequeued — with no shader dispatch in flight (a
+// register-activated queue has no context save area to save one to: refused with
+// ErrSnapshotBusy naming the slot), the scheduler holding no processes or queues (their
+// tables are not saved: mes.ErrActive), no self-test transfer, L2 maintenance pass or IH
+// write in progress.
 // The register lock is held while the register blocks are read. VRAM and the L2's lines are
 // read while the CP stays paused.
 
@@ -104,25 +106,43 @@ func (d *Device) SaveSnapshot(w io.Writer) error {
 	defer d.snap.save.Unlock()
 	deadline := time.Now().Add(snapshotTimeout)
 	for {
-		err := d.gpu.cp.Pause(pauseTimeout)
-		if err == nil {
-			var s *snapshot
-			if s, err = d.capture(); err == nil {
-				bw := bufio.NewWriterSize(w, 1<<20)
-				err = d.write(bw, s) // VRAM too: still paused
-				d.gpu.cp.Unpause()
-				if err != nil {
-					return err
-				}
-				return bw.Flush()
-			}
-			d.gpu.cp.Unpause()
+		err := d.saveOnce(w)
+		if err == nil || errors.Is(err, errSnapshotWrite) {
+			return err
 		}
 		if errors.Is(err, mes.ErrActive) || time.Now().After(deadline) {
 			return fmt.Errorf("%w: %w", ErrSnapshotBusy, err)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// errSnapshotWrite marks a failure of w: not worth another attempt.
+var errSnapshotWrite = errors.New("device: snapshot: writing the file")
+
+// saveOnce is one attempt: pause the CP and the scheduler, capture, write, let them go on.
+func (d *Device) saveOnce(w io.Writer) error {
+	if err := d.gpu.cp.Pause(pauseTimeout); err != nil {
+		return err
+	}
+	defer d.gpu.cp.Unpause()
+	resume, err := d.gpu.mes.Pause(pauseTimeout)
+	if err != nil {
+		return err
+	}
+	defer resume()
+	s, err := d.capture()
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := d.write(bw, s); err != nil { // VRAM too: still paused
+		return fmt.Errorf("%w: %w", errSnapshotWrite, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errSnapshotWrite, err)
+	}
+	return nil
 }
 
 // capture reads every block; the CP is paused.

@@ -260,17 +260,6 @@ func TestSnapshotRefusals(t *testing.T) {
 		})
 	}
 
-	// The scheduler running: its tables are not saved.
-	d.r.setReg(abi.REG_MES_RING_CONTROL, 5)
-	mesRing := uint64(abi.GPU_FB_BASE + 0x70000)
-	d.r.setReg(abi.REG_MES_RING_BASE_LO, uint32(mesRing))
-	d.r.setReg(abi.REG_MES_RING_BASE_HI, uint32(mesRing>>32))
-	d.r.setReg(abi.REG_MES_RING_ACTIVE, 1)
-	if err := dev.SaveSnapshot(&bytes.Buffer{}); !errors.Is(err, ErrSnapshotBusy) || !errors.Is(err, mes.ErrActive) {
-		t.Errorf("snapshot with MES running: %v", err)
-	}
-	d.r.setReg(abi.REG_MES_RING_ACTIVE, 0)
-
 	// A queue parked inside an IB is not at a packet boundary.
 	d.startQueue()
 	ib := uint64(0x80000)
@@ -387,5 +376,67 @@ func TestSnapshotKeepsVRAMSparse(t *testing.T) {
 	}
 	if m2 := dev2.vram.Bytes(); m2[5<<20] != 1 || m2[900<<20+4095] != 2 {
 		t.Error("restored VRAM lacks the written bytes")
+	}
+}
+
+// TestSnapshotMES: a running scheduler with no queues (after SET_HW_RESOURCES) is saved and
+// continues after a restore (its next frame is taken from the restored ring position and
+// its slots are still its own); one with a queue, or one halted, is refused.
+func TestSnapshotMES(t *testing.T) {
+	dev := newSharedDevice(t)
+	m := &mesDriver{driver: attach(t, dev, 0, true)}
+	clear(m.vram[mtRing : mtRing+4096])
+	m.r.setReg(abi.REG_MES_RING_BASE_LO, lo(m.fb(mtRing)))
+	m.r.setReg(abi.REG_MES_RING_BASE_HI, hi(m.fb(mtRing)))
+	m.r.setReg(abi.REG_MES_RING_CONTROL, 9)
+	m.r.setReg(abi.REG_MES_RING_ACTIVE, 1)
+	hw := map[uint64]uint32{abi.MES_SET_HW_RSRC_DW_VMID_MASK_GFXHUB: 0xFF00, abi.MES_SET_HW_RSRC_DW_COMPUTE_HQD_MASK + 1: 0x3}
+	if !m.frame(abi.MES_SCH_API_SET_HW_RSRC, abi.MES_SET_HW_RSRC_DW_API_STATUS, hw) {
+		t.Fatalf("SET_HW_RESOURCES failed: %#x", m.r.reg(abi.REG_MES_LAST_ERROR))
+	}
+	regs := []uint32{abi.REG_MES_RING_ACTIVE, abi.REG_MES_RING_RPTR, abi.REG_MES_RING_WPTR_LO, abi.REG_MES_STATUS,
+		abi.REG_MES_FRAMES, abi.REG_MES_FRAME_ERRORS, abi.REG_MES_RING_BASE_LO, abi.REG_MES_RING_CONTROL}
+	before := readAll(m.r, regs)
+	var file bytes.Buffer
+	if err := dev.SaveSnapshot(&file); err != nil {
+		t.Fatal(err)
+	}
+	dev2 := newSharedDevice(t)
+	if err := dev2.RestoreSnapshot(bytes.NewReader(file.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	r2 := &rig{t: t, dev: dev2, c: vfiousertest.NewPair(t, dev2)}
+	vm, err := r2.c.MmapRegion(abi.BAR_VRAM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vm.Close() })
+	after := readAll(r2, regs)
+	for i := range regs {
+		if after[i] != before[i] {
+			t.Errorf("%s = %#x after the restore, %#x before", abi.RegisterNames[regs[i]], after[i], before[i])
+		}
+	}
+	if got := dev2.gpu.mes.Owned(); got != dev.gpu.mes.Owned() || got == 0 {
+		t.Errorf("restored scheduler owns slots %#x, the saved one %#x", got, dev.gpu.mes.Owned())
+	}
+	// The next frames run from the restored ring position.
+	m2 := &mesDriver{driver: &driver{t: t, r: r2, vram: vm.At(0, dev2.cfg.VRAMWindow)}, wptr: m.wptr, seq: m.seq}
+	if !m2.frame(abi.MES_SCH_API_SET_HW_RSRC, abi.MES_SET_HW_RSRC_DW_API_STATUS, hw) {
+		t.Fatalf("a frame after the restore failed: %#x", r2.reg(abi.REG_MES_LAST_ERROR))
+	}
+	if got := r2.reg(abi.REG_MES_FRAMES); got != before[4]+2 {
+		t.Errorf("MES_FRAMES %d after two more frames, %d before", got, before[4])
+	}
+
+	// A halted scheduler (a ring it cannot run) is refused at once.
+	m.r.setReg(abi.REG_MES_RING_ACTIVE, 0)
+	m.r.setReg(abi.REG_MES_RING_CONTROL, 5)
+	m.r.setReg(abi.REG_MES_RING_ACTIVE, 1)
+	eventually(t, "MES halted", func() bool {
+		return m.r.reg(abi.REG_MES_STATUS)&abi.REG_MES_STATUS__STATE_MASK>>abi.REG_MES_STATUS__STATE__SHIFT == abi.MES_STATE_HALTED
+	})
+	if err := dev.SaveSnapshot(&bytes.Buffer{}); !errors.Is(err, ErrSnapshotBusy) || !errors.Is(err, mes.ErrActive) {
+		t.Errorf("snapshot with MES halted: %v", err)
 	}
 }
