@@ -18,10 +18,11 @@ import (
 
 // Snapshot errors.
 var (
-	// ErrActive: the scheduler holds processes or queues (or a frame in progress, or it was
-	// not paused); their tables are not saved.
-	ErrActive = errors.New("mes: snapshot: the scheduler has processes, queues or a frame in progress; its tables are not saved")
-	// ErrPause: the firmware goroutine did not reach the top of its loop in time.
+	// ErrActive: the scheduler holds processes or queues, has halted, or was not paused; its
+	// tables are not saved.
+	ErrActive = errors.New("mes: snapshot: the scheduler has processes or queues (or halted); its tables are not saved")
+	// ErrPause: the firmware goroutine did not reach the top of its loop in time, or paused
+	// with a frame in progress: try again.
 	ErrPause = errors.New("mes: snapshot: the scheduler did not pause")
 	// ErrBadState: a saved scheduler this one cannot take (the state is user input).
 	ErrBadState = errors.New("mes: restore: invalid scheduler state")
@@ -115,7 +116,8 @@ func (m *MES) Pause(timeout time.Duration) (resume func(), err error) {
 }
 
 // SaveState returns the block. A running scheduler must be paused (Pause) and hold no
-// processes, queues or frame in progress: ErrActive otherwise (also for one halted on its own).
+// processes or queues: ErrActive otherwise (also for one halted on its own); ErrPause while a
+// frame is in progress.
 func (m *MES) SaveState() (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -134,13 +136,13 @@ func (m *MES) SaveState() (State, error) {
 	case len(a.t.procs) != 0 || len(a.t.gangs) != 0 || len(a.t.queues) != 0 || len(a.waitList) != 0:
 		return State{}, fmt.Errorf("%w (%d processes, %d queues)", ErrActive, len(a.t.procs), len(a.t.queues))
 	case a.pend != nil || a.moreFrames:
-		return State{}, fmt.Errorf("%w (a frame in progress)", ErrActive)
+		return State{}, fmt.Errorf("%w: a frame in progress", ErrPause) // soon done: try again
 	}
 	a.evMu.Lock()
 	queued := len(a.dbQueued)
 	a.evMu.Unlock()
 	if queued != 0 {
-		return State{}, fmt.Errorf("%w (doorbells of unplaced queues pending)", ErrActive)
+		return State{}, fmt.Errorf("%w: doorbells of unplaced queues pending", ErrPause)
 	}
 	r := &s.Running
 	r.Active, r.Rptr, r.Wptr = true, a.rptr.Load(), a.wptr.Load()
