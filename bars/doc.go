@@ -21,6 +21,8 @@
 // possible, since QEMU maps the files shared.
 //
 // Threading: RegisterFile handlers run on the caller's goroutine (the vfio-user worker).
+// Its Read, Write and Spins must not run concurrently (the device serialises them under its
+// register lock): the spin detector on the read path (spin.go) has no lock of its own.
 // VRAM's byte slice may be used from any goroutine; Doorbells' ring callback runs on the
 // caller's goroutine in trap mode and on the poller goroutine in poll mode. Doorbells.Reset runs
 // on the vfio-user worker and never waits for the poller; the poller notices the reset through a

@@ -50,7 +50,7 @@ func NewRegisterFile(size uint32, claims ...Claim) (*RegisterFile, error) {
 		return nil, fmt.Errorf("bars: %d claims, at most %d", len(claims), maxClaims)
 	}
 	f := &RegisterFile{size: size, claims: claims, owner: make([]uint16, size/4), unclaimed: map[uint32]uint64{}}
-	f.spin.threshold.Store(SpinThreshold)
+	f.spin.threshold = SpinThreshold
 	for i, c := range claims {
 		if c.Offset%4 != 0 || c.Size%4 != 0 || c.Size == 0 {
 			return nil, fmt.Errorf("bars: claim %q [%#x+%#x) is not dword-aligned", c.Name, c.Offset, c.Size)
@@ -82,7 +82,9 @@ func (f *RegisterFile) SetLimiter(l *ratelog.Limiter) { f.limit.Store(l) }
 // Read serves a trapped read. Registers are 32 bits wide; a qword-aligned 8-byte read returns
 // two consecutive registers (low first), as a 64-bit CPU load would. Any other shape reads
 // all-ones (see shapeOK).
-func (f *RegisterFile) Read(off uint64, p []byte) error {
+func (f *RegisterFile) Read(off uint64, p []byte) error { return f.read(off, p, true) }
+
+func (f *RegisterFile) read(off uint64, p []byte, track bool) error {
 	if !f.shapeOK(off, p) {
 		for i := range p {
 			p[i] = 0xff // what a bus returns for an access the device does not decode
@@ -90,7 +92,7 @@ func (f *RegisterFile) Read(off uint64, p []byte) error {
 		return nil
 	}
 	for i := 0; i < len(p); i += 4 {
-		binary.LittleEndian.PutUint32(p[i:], f.read32(uint32(off)+uint32(i)))
+		binary.LittleEndian.PutUint32(p[i:], f.read32(uint32(off)+uint32(i), track))
 	}
 	return nil
 }
@@ -127,7 +129,7 @@ func (f *RegisterFile) shapeOK(off uint64, p []byte) bool {
 	return false
 }
 
-func (f *RegisterFile) read32(off uint32) uint32 {
+func (f *RegisterFile) read32(off uint32, track bool) uint32 {
 	c := f.claimAt(off)
 	if c == nil {
 		return 0
@@ -136,7 +138,9 @@ func (f *RegisterFile) read32(off uint32) uint32 {
 		return 0
 	}
 	v := c.Read(off - c.Offset)
-	f.noteRead(off, v)
+	if track {
+		f.noteRead(off, v)
+	}
 	return v
 }
 

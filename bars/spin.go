@@ -3,8 +3,6 @@ package bars
 import (
 	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 )
 
 // The spin detector: a driver that reads one register over and over while nothing writes it
@@ -33,23 +31,20 @@ const maxSpinReports = 8
 // logKeySpin is the ratelog key of the spin warning.
 const logKeySpin = "regs-spin"
 
-// spinEntry watches one register. Both words are atomics rather than under a lock: this is
-// the register read path (a lock doubled the register file's own cost of a read, see
-// BenchmarkRegisterRead), and concurrent readers of one register (the device serialises
-// them anyway) can at worst miscount a read, never warn twice: only the read whose increment
-// reaches the threshold warns.
+// spinEntry watches one register. The detector has no lock of its own: it is on the read path
+// of every trapped register access (atomics tripled the register file's own cost of a read,
+// see BenchmarkRegisterRead), and the register file's accesses are serialised by its user
+// already (the device's register lock); Spins is called under the same lock.
 type spinEntry struct {
-	key   atomic.Uint64 // (dword index + 1) << 32 | last value; 0: empty
-	reads atomic.Uint64 // reads of key without a change
+	key   uint64 // (dword index + 1) << 32 | last value; 0: empty
+	reads uint64 // reads of key without a change
 }
 
 type spinDetector struct {
-	threshold atomic.Uint64
+	threshold uint64
 	slots     [spinSlots]spinEntry
-
-	mu       sync.Mutex // the report: rare, only when a spin is found
-	warnings uint64
-	recent   []Spin // the last maxSpinReports warnings, oldest first
+	warnings  uint64
+	recent    []Spin // the last maxSpinReports warnings, oldest first
 }
 
 // Spin is one register a driver spun on.
@@ -76,45 +71,28 @@ func spinSlot(off uint32) int {
 
 func spinKey(off, v uint32) uint64 { return uint64(off>>2+1)<<32 | uint64(v) }
 
-// read records a read of off that returned v; it reports whether this read is the one that
-// reached the threshold (the caller logs, with the register's name).
-func (s *spinDetector) read(off, v uint32) (Spin, bool) {
-	e := &s.slots[spinSlot(off)]
-	if k := spinKey(off, v); e.key.Load() != k {
-		e.key.Store(k)
-		e.reads.Store(1)
-		return Spin{}, false
-	}
-	n := e.reads.Add(1)
-	if n != s.threshold.Load() {
-		return Spin{}, false
-	}
-	sp := Spin{Offset: off, Value: v, Reads: n}
-	s.mu.Lock()
+// found records a spin: the read of off that returned v for the threshold's time.
+func (s *spinDetector) found(off, v uint32, reads uint64) Spin {
+	sp := Spin{Offset: off, Value: v, Reads: reads}
 	s.warnings++
 	if len(s.recent) == maxSpinReports {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
 	s.recent = append(s.recent, sp)
-	s.mu.Unlock()
-	return sp, true
+	return sp
 }
 
 // wrote re-arms off: a write is the driver doing something about what it polls.
 func (s *spinDetector) wrote(off uint32) {
-	e := &s.slots[spinSlot(off)]
-	if k := e.key.Load(); k>>32 == uint64(off>>2+1) {
-		e.key.CompareAndSwap(k, 0)
+	if e := &s.slots[spinSlot(off)]; e.key>>32 == uint64(off>>2+1) {
+		*e = spinEntry{}
 	}
 }
 
 func (s *spinDetector) stats(name func(uint32) string) SpinStats {
-	s.mu.Lock()
-	st := SpinStats{Threshold: s.threshold.Load(), Warnings: s.warnings, Recent: append([]Spin(nil), s.recent...)}
-	s.mu.Unlock()
+	st := SpinStats{Threshold: s.threshold, Warnings: s.warnings, Recent: append([]Spin(nil), s.recent...)}
 	for i := range s.slots {
-		e := &s.slots[i]
-		k, n := e.key.Load(), e.reads.Load()
+		k, n := s.slots[i].key, s.slots[i].reads
 		if k != 0 && n >= st.Threshold {
 			st.Active = append(st.Active, Spin{Offset: uint32(k>>32-1) << 2, Value: uint32(k), Reads: n})
 		}
@@ -138,10 +116,11 @@ func (f *RegisterFile) SetSpinThreshold(n uint64) {
 	if n == 0 {
 		n = SpinThreshold
 	}
-	f.spin.threshold.Store(n)
+	f.spin.threshold = n
 }
 
-// Spins returns the spin detector's report.
+// Spins returns the spin detector's report. Like Read and Write, it must not run concurrently
+// with them (the device calls it under its register lock).
 func (f *RegisterFile) Spins() SpinStats { return f.spin.stats(f.registerName) }
 
 // registerName names the register at off: by the names given, else by its claim.
@@ -157,15 +136,29 @@ func (f *RegisterFile) registerName(off uint32) string {
 	return fmt.Sprintf("%#x", off)
 }
 
-// noteRead runs the detector on a completed read of a claimed register.
+// noteRead runs the detector on a completed read of a claimed register: a compare and an
+// increment, unless this read is the one that reaches the threshold.
 func (f *RegisterFile) noteRead(off, v uint32) {
-	sp, spun := f.spin.read(off, v)
-	if !spun {
+	e := &f.spin.slots[spinSlot(off)]
+	if k := spinKey(off, v); e.key != k {
+		e.key, e.reads = k, 1
 		return
 	}
-	if l := f.limit.Load(); l != nil {
-		name := f.registerName(off)
-		l.Warn(logKeySpin, fmt.Sprintf("register spin: the driver polls %s, last value %#x, %d reads without a change", name, sp.Value, sp.Reads),
-			"register", name, "offset", fmt.Sprintf("%#x", off), "value", fmt.Sprintf("%#x", sp.Value), "reads", sp.Reads)
+	e.reads++
+	if e.reads == f.spin.threshold {
+		f.warnSpin(f.spin.found(off, v, e.reads))
 	}
 }
+
+func (f *RegisterFile) warnSpin(sp Spin) {
+	if l := f.limit.Load(); l != nil {
+		name := f.registerName(sp.Offset)
+		l.Warn(logKeySpin, fmt.Sprintf("register spin: the driver polls %s, last value %#x, %d reads without a change", name, sp.Value, sp.Reads),
+			"register", name, "offset", fmt.Sprintf("%#x", sp.Offset), "value", fmt.Sprintf("%#x", sp.Value), "reads", sp.Reads)
+	}
+}
+
+// ReadUntracked is Read for the device's own engines (a CP packet that reads or polls a
+// register): the spin detector watches the driver, and a queue parked on a register is the
+// driver's choice already reported by the queue's state.
+func (f *RegisterFile) ReadUntracked(off uint64, p []byte) error { return f.read(off, p, false) }

@@ -172,6 +172,7 @@ func (q *queue) memError(err error, a engine.Access, va uint64, p []byte, write 
 func (q *queue) retryWait(ready <-chan struct{}) error {
 	q.rptr.Store(q.streams[0].pos)
 	q.flushCount()
+	q.notePacket()
 	prev := q.state.Swap(abi.HQD_STATE_WAITING) // WAITING already inside a WAIT_REG_MEM's poll
 	q.c.retryWaits.Add(1)
 	defer q.state.CompareAndSwap(abi.HQD_STATE_WAITING, prev)

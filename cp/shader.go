@@ -233,6 +233,7 @@ func (q *queue) waitShadersTo(keep int, orWork bool) error {
 	if q.mapped {
 		busy = abi.HQD_STATE_WAITING
 	}
+	q.notePacket()
 	q.state.Store(busy)
 	defer q.state.CompareAndSwap(busy, abi.HQD_STATE_RUNNING)
 	q.endTurn()

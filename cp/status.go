@@ -14,7 +14,6 @@ const MaxStatusPacketDwords = 16
 
 // stoppedPacket is the packet a queue is stopped on. Guarded by h.mu.
 type stoppedPacket struct {
-	rptr   uint64 // ring position of the packet (or of the IB packet at the ring level)
 	level  int    // 0: the ring, 1-2: an IB
 	addr   uint64 // its GPU address
 	dwords [MaxStatusPacketDwords]uint32
@@ -75,7 +74,9 @@ func (c *CP) HQDStatus(slot int) HQDStatus {
 	s.Idle = q.idleAt.Load() != 0
 	s.Error, s.ErrorAddr, s.ErrorInfo = q.errCode, q.errAddr, q.errInfo
 	s.Fences = q.fences.Load()
-	if p := &q.stopPkt; p.valid && stoppedOnPacket(s.State) && p.rptr == s.Rptr {
+	// Every path into these states notes its packet first, so the one noted is this stop's
+	// (rptr may have moved on since: an IB's packet is consumed when the IB starts).
+	if p := &q.stopPkt; p.valid && stoppedOnPacket(s.State) {
 		s.Packet = append([]uint32(nil), p.dwords[:p.n]...)
 		s.PacketDwords, s.PacketAddr, s.IBLevel = p.total, p.addr, p.level
 	}
@@ -98,7 +99,7 @@ func stoppedOnPacket(state uint32) bool {
 func (q *queue) notePacket() {
 	s := &q.streams[q.level]
 	pos := s.pos
-	p := stoppedPacket{rptr: q.rptr.Load(), level: q.level, addr: s.addr(pos), valid: true}
+	p := stoppedPacket{level: q.level, addr: s.addr(pos), valid: true}
 	if off := pos - s.bufPos; off < s.bufN {
 		hdr := le32(s.buf[off*4:])
 		p.total = 1

@@ -39,6 +39,21 @@ func TestHQDStatus(t *testing.T) {
 			}
 		})
 	}
+	// A halt inside an IB: the packet is the IB's, at its address, at IB level 1.
+	t.Run("halted in an IB", func(t *testing.T) {
+		r, ring := start(t, 1)
+		bad := []uint32{pm4.Header(0x7E, 1), 9}
+		ib := cptest.NewIB(r.Mem, ibBase)
+		ib.WriteMem(dataBase, 1)
+		at := ib.Emit(bad) - uint64(len(bad))
+		ring.IB(ib)
+		ring.Kick()
+		r.WaitState(t, 1, abi.HQD_STATE_HALTED)
+		s := r.CP.HQDStatus(1)
+		if !slices.Equal(s.Packet, bad) || s.IBLevel != 1 || s.PacketAddr != ibBase+at*4 {
+			t.Fatalf("status %+v, want %#x at %#x in IB level 1", s, bad, ibBase+at*4)
+		}
+	})
 	if s := cptest.NewRig(t, memSize).CP.HQDStatus(99); s.Active || s.Slot != 99 {
 		t.Fatalf("slot out of range: %+v", s)
 	}

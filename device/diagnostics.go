@@ -51,7 +51,7 @@ func (d *Device) Diagnostics() Diagnostics {
 		IRQWithoutBusMaster:  d.stats.irqWithoutBusMaster.Load(),
 		Unclaimed:            un,
 		MisshapenRegAccesses: bad,
-		Spins:                d.regs.Spins(),
+		Spins:                d.spins(),
 		DoorbellRings:        d.doorbells.Rings(),
 		SelftestDMAs:         done,
 		IRQErrors:            d.stats.irqErrors.Load(),

@@ -334,7 +334,7 @@ func (r registerPort) ReadReg(dw uint32) (uint32, error) {
 	}
 	var b [4]byte
 	r.d.regMu.Lock()
-	r.d.regs.Read(uint64(off), b[:])
+	r.d.regs.ReadUntracked(uint64(off), b[:]) // not the driver: no spin detection
 	r.d.regMu.Unlock()
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24, nil
 }

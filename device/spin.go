@@ -10,3 +10,11 @@ func writeSpins(r *report, s bars.SpinStats) {
 		r.sub("%#07x %-28s still polled: value %#x, %d reads", sp.Offset, sp.Name, sp.Value, sp.Reads)
 	}
 }
+
+// spins reads the spin detector under the register lock, which serialises it with the
+// register accesses it watches.
+func (d *Device) spins() bars.SpinStats {
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	return d.regs.Spins()
+}

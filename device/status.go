@@ -124,7 +124,7 @@ func (d *Device) Status() Status {
 		Interrupts: InterruptStatus{Vectors: d.irqs.Vectors(), IH: g.ih.Stats(), Controller: d.irqs.Stats(),
 			NoBusMaster: d.stats.irqWithoutBusMaster.Load(), Refused: d.stats.irqErrors.Load()},
 		Unmodelled: unmodelled(un, bad),
-		Spins:      d.regs.Spins(),
+		Spins:      d.spins(),
 		CP: CPCounters{Packets: cs.Packets, IBs: cs.IBs, Halts: cs.Halts, Doorbells: cs.Doorbells,
 			DoorbellMisses: cs.DoorbellMisses, ShaderDispatches: cs.ShaderDispatches},
 	}

@@ -89,7 +89,7 @@ func (s *Status) Text(decode PacketDecoder) string {
 	r.section("register spins")
 	r.line("warnings", "%d (a register read %d times without a write or a change)", sp.Warnings, sp.Threshold)
 	for _, x := range sp.Active {
-		r.sub("polled now: %s (%#x) = %#x, %d reads", x.Name, x.Offset, x.Value, x.Reads)
+		r.sub("spun on: %s (%#x) = %#x, %d reads with no write or change since", x.Name, x.Offset, x.Value, x.Reads)
 	}
 	for _, x := range sp.Recent {
 		r.sub("warned: %s (%#x) = %#x", x.Name, x.Offset, x.Value)
@@ -198,6 +198,6 @@ func writeFaults(r *report, f *FaultStatus) {
 			f.GMCAddr, f.GMCStatus)
 	}
 	for _, x := range f.Recent {
-		r.sub("VMID %d page %#x: %s (status %#x) at %s", x.VMID, x.Addr, x.What, x.Status, x.At.UTC().Format("15:04:05.000"))
+		r.sub("VMID %d page %#x: %s at %s", x.VMID, x.Addr, x.What, x.At.UTC().Format("15:04:05.000"))
 	}
 }

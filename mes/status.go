@@ -113,7 +113,8 @@ type Status struct {
 
 // RingStatus is the API ring's position.
 type RingStatus struct {
-	Rptr, Wptr uint64 // monotonic dwords
+	Rptr uint64 `json:"rptr"` // monotonic dwords
+	Wptr uint64 `json:"wptr"`
 }
 
 // Status returns the scheduler's state without waiting for its goroutine.
