@@ -49,7 +49,7 @@ func serve(args []string) error {
 		return err
 	}
 	defer dev.Close()
-	if err := restoreSnapshot(dev, *restore); err != nil {
+	if err := restoreSnapshot(dev, *restore, log); err != nil {
 		return err
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -127,7 +128,7 @@ func saveSnapshot(ctl, file string) (snapshotResult, error) {
 
 // restoreSnapshot is `vgpu serve --restore FILE`: the fresh device takes the file's state
 // before the server accepts a client.
-func restoreSnapshot(dev *device.Device, file string) error {
+func restoreSnapshot(dev *device.Device, file string, log *slog.Logger) error {
 	if file == "" {
 		return nil
 	}
@@ -138,6 +139,9 @@ func restoreSnapshot(dev *device.Device, file string) error {
 	defer f.Close()
 	if err := dev.RestoreSnapshot(f); err != nil {
 		return fmt.Errorf("--restore %s: %w", file, err)
+	}
+	if log != nil {
+		log.Info("restored", "snapshot", file)
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func TestSnapshotCommand(t *testing.T) {
 	}
 
 	dev2 := newTestDevice(t)
-	if err := restoreSnapshot(dev2, file); err != nil {
+	if err := restoreSnapshot(dev2, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The restored state is inspectable before any client attaches.
@@ -90,7 +90,7 @@ func TestSnapshotCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := restoreSnapshot(other, file); !errors.Is(err, device.ErrSnapshotConfig) {
+	if err := restoreSnapshot(other, file, nil); !errors.Is(err, device.ErrSnapshotConfig) {
 		t.Errorf("restore into another configuration: %v", err)
 	}
 }
