@@ -173,11 +173,14 @@ func (q *queue) notAtBoundary() string {
 	case q.initFault != nil:
 		return "reporting its configuration fault"
 	case q.state.Load() == abi.HQD_STATE_BUSY_KERNEL:
-		return "running an endless kernel"
+		// Checked first: a queue waiting for its dispatches reaps them without a turn, so
+		// its private fields are not frozen by the pause (it set BUSY_KERNEL before it gave
+		// its turn back, and keeps it until it has one again).
+		return "BUSY_KERNEL: shader dispatches in flight or an endless kernel (a register queue has no context save area to save them to)"
+	case len(q.runs) > 0 || len(q.restore) > 0:
+		return "shader dispatches in flight (a register queue has no context save area to save them to)"
 	case q.level != 0:
 		return fmt.Sprintf("inside an IB%d", q.level)
-	case len(q.runs) > 0 || len(q.restore) > 0:
-		return "shader dispatches in flight (a register queue has no context save area)"
 	case q.progress != 0 || q.resuming:
 		return "inside a DMA_DATA"
 	case parked:

@@ -2,6 +2,7 @@ package cp_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,26 @@ func TestSnapshotBusyQueue(t *testing.T) {
 	cptest.Eventually(t, "queue idle", func() bool { return r.CP.Queue(1).Idle })
 	if _, err := savePaused(t, r.CP); err != nil {
 		t.Errorf("snapshot once idle: %v", err)
+	}
+}
+
+// TestSnapshotShaderInFlight: a register queue with a shader dispatch in flight is refused
+// by name (it has no context save area to save the dispatch to); once the dispatch ends the
+// queue is saved.
+func TestSnapshotShaderInFlight(t *testing.T) {
+	r, ring, _ := shaderRig(t, 1)
+	sh := putProgram(t, r, gatedStore(), [3]uint32{4, 1, 1})
+	ring.Submit(sh.Encode(), pm4.DispatchDirect(2, 1, 1))
+	cptest.Eventually(t, "the dispatch started", func() bool { return r.CP.Stats().ShaderDispatches == 1 })
+	_, err := savePaused(t, r.CP)
+	if !errors.Is(err, cp.ErrBusy) || !strings.Contains(err.Error(), "shader dispatches in flight") {
+		t.Errorf("snapshot with a dispatch in flight: %v", err)
+	}
+	r.Mem.Store32(shFlag, 1)
+	wantOutEventually := func() bool { return r.Mem.Load32(shOut+4*7) == 8 }
+	cptest.Eventually(t, "the dispatch ended", wantOutEventually)
+	cptest.Eventually(t, "queue idle", func() bool { return r.CP.Queue(1).Idle })
+	if _, err := savePaused(t, r.CP); err != nil {
+		t.Errorf("snapshot after the dispatch: %v", err)
 	}
 }
