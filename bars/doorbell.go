@@ -80,6 +80,9 @@ type Doorbells struct {
 
 	stop chan struct{}
 	done sync.WaitGroup
+
+	// adopt: restored values the poller takes as the ones it has seen (snapshot.go).
+	adopt atomic.Pointer[[]uint64]
 }
 
 // NewDoorbells creates size bytes of doorbells. ring is called with the doorbell index and its
@@ -256,6 +259,9 @@ func (d *Doorbells) scan() bool {
 				d.cleared[i].Store(false)
 				d.seen[i] = 0
 			}
+		}
+		if v := d.adopt.Swap(nil); v != nil {
+			copy(d.seen, *v)
 		}
 		d.seenGen = g
 	}

@@ -94,7 +94,7 @@ func New(cfg Config) *CP {
 	if running <= 0 {
 		running = max(1, runtime.GOMAXPROCS(0)-1)
 	}
-	c.turns.free = running
+	c.turns.free, c.turns.limit = running, running
 	c.turns.spareP = running < runtime.GOMAXPROCS(0)
 	for i := range c.hqds {
 		c.hqds[i].c, c.hqds[i].slot = c, i

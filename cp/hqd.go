@@ -214,11 +214,15 @@ func (h *hqd) ignored(what string, v uint32) {
 // activate starts a queue with the programmed ring (mu held). An invalid configuration
 // halts it at once with CP_ERROR_RING_CONFIG; its goroutine then only reports the halt (the
 // register path must not call Interrupts).
-func (h *hqd) activate() {
+func (h *hqd) activate() { _ = h.activateWith(nil) }
+
+// activateWith is activate; prep (snapshot.go) adjusts the new queue before its goroutine
+// starts, and its error leaves the slot as it was.
+func (h *hqd) activateWith(prep func(*queue) error) error {
 	c := h.c
 	if c.closed.Load() {
 		h.ignored("ACTIVE=1 after Close", 1)
-		return
+		return ErrClosed
 	}
 	if h.stuck() >= MaxLivePerSlot {
 		// Earlier activations are stuck in call outs (revoked, they cannot act): do not pile
@@ -226,7 +230,7 @@ func (h *hqd) activate() {
 		c.refusedActivation.Add(1)
 		c.limiter.Warn(logKeyRefused, "cp: ACTIVE=1 ignored: earlier activations of the slot are still inside a call out",
 			"slot", h.slot, "alive", len(h.live))
-		return
+		return ErrSlotDraining
 	}
 	qs := h.control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
 	q := &queue{
@@ -278,6 +282,11 @@ func (h *hqd) activate() {
 		q.errCode, q.errAddr, q.errInfo = abi.CP_ERROR_RING_CONFIG, bad, h.control
 	}
 	q.streams[0] = stream{base: q.base, size: q.size, ring: true, vmid: q.vmid}
+	if prep != nil {
+		if err := prep(q); err != nil {
+			return err
+		}
+	}
 	h.wptrLo, h.wptrHi = 0, 0
 	if old := h.q.Load(); old != nil {
 		old.revoke() // stopped already; its goroutine may still be finishing a halt report
@@ -286,6 +295,7 @@ func (h *hqd) activate() {
 	h.live = append(h.live, q)
 	c.wg.Add(1)
 	go q.run()
+	return nil
 }
 
 // ended removes a finished activation from live (its goroutine is returning).

@@ -41,6 +41,7 @@ type queue struct {
 	wake         chan struct{}
 	grant        chan struct{} // a turn handed over by CP.turns
 	prio         uint8         // turn priority (turn.go): Image.Priority, or registerPriority
+	waitOn       stopOn        // what the last wait for a turn stops on (guarded by turns.mu; snapshot.go)
 
 	// Mapped queues (mapped.go): started by Map from an Image, immutable.
 	mapped        bool

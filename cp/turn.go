@@ -27,6 +27,11 @@ type turns struct {
 	// spareP: limit < GOMAXPROCS at New, so a P is always left for everything else and a
 	// turn that nobody waits for need not go through the scheduler.
 	spareP bool
+	// limit is free at New; paused (under mu, mirrored in pausing) holds every turn given
+	// back (a snapshot, snapshot.go).
+	limit   int
+	paused  bool
+	pausing atomic.Bool
 }
 
 // acquire waits for a turn for q. It returns false, holding nothing, when a stop request
@@ -34,11 +39,12 @@ type turns struct {
 // while it waited.
 func (t *turns) acquire(q *queue, on stopOn) bool {
 	t.mu.Lock()
-	if t.free > 0 && len(t.waiting) == 0 {
+	if t.free > 0 && len(t.waiting) == 0 && !t.paused {
 		t.free--
 		t.mu.Unlock()
 		return true
 	}
+	q.waitOn = on
 	t.waiting = append(t.waiting, q)
 	t.changed()
 	t.mu.Unlock()
@@ -87,7 +93,7 @@ func (t *turns) waitingAtLeast(p uint8) bool { return t.prios.Load()>>p != 0 }
 // release gives a turn back: to the first waiter of the highest priority, or to the pool.
 func (t *turns) release() {
 	t.mu.Lock()
-	if len(t.waiting) > 0 {
+	if len(t.waiting) > 0 && !t.paused {
 		best := 0
 		for i, w := range t.waiting {
 			if w.prio > t.waiting[best].prio {
@@ -205,7 +211,7 @@ func (q *queue) checkBudget(on stopOn) bool {
 // placed at a higher level is never made to wait behind lower ones.
 func (q *queue) yield(on stopOn) bool {
 	t := &q.c.turns
-	if t.queued.Load() == 0 && t.spareP || t.queued.Load() != 0 && !t.waitingAtLeast(q.prio) {
+	if !t.pausing.Load() && (t.queued.Load() == 0 && t.spareP || t.queued.Load() != 0 && !t.waitingAtLeast(q.prio)) {
 		if !t.spareP {
 			runtime.Gosched()
 		}

@@ -100,6 +100,7 @@ type Device struct {
 	inj *inject.Set
 
 	stats counters
+	snap  snapDevice // snapshot.go
 }
 
 // counters are the device's diagnostic counts, read by Diagnostics.
@@ -250,7 +251,9 @@ func (d *Device) RegionRead(region uint32, off uint64, p []byte) error {
 // RegionWrite implements vfiouser.Device.
 func (d *Device) RegionWrite(region uint32, off uint64, p []byte) error {
 	if region == regionConfig {
+		d.snap.cfgMu.Lock()
 		err := d.config.Write(off, p)
+		d.snap.cfgMu.Unlock()
 		d.snapshotConfig()
 		return err
 	}
@@ -313,6 +316,7 @@ func (d *Device) SetIRQs(r vfiouser.SetIRQs) error {
 
 // Connected implements vfiouser.Device.
 func (d *Device) Connected(p vfiouser.Peer) {
+	d.snap.attached.Store(true)
 	d.mem.SetTransport(p)
 }
 
@@ -340,7 +344,9 @@ func (d *Device) clearBusMaster() {
 	}
 	cmd := uint16(b[0]) | uint16(b[1])<<8
 	cmd &^= pcieCommandBusMaster
+	d.snap.cfgMu.Lock()
 	_ = d.config.Write(0x04, []byte{byte(cmd), byte(cmd >> 8)})
+	d.snap.cfgMu.Unlock()
 	d.snapshotConfig()
 }
 
@@ -353,7 +359,9 @@ func (d *Device) Reset() error {
 	d.stats.resets.Add(1)
 	d.rl.Info("lifecycle-reset", "device reset", "reason", string(eventDeviceReset))
 	d.stopEngines(eventDeviceReset)
+	d.snap.cfgMu.Lock()
 	d.config.Reset()
+	d.snap.cfgMu.Unlock()
 	d.snapshotConfig()
 	d.resetState()
 	return nil

@@ -43,6 +43,7 @@ type activation struct {
 	dbQueued   []*queue // doorbells of queues not in a slot
 	pollNow    bool     // an aggregated doorbell: read every unmapped queue's wptr shadow
 	slotNotify atomic.Uint32
+	pauseReq   atomic.Pointer[pauseReq] // a snapshot's pause (snapshot.go)
 
 	// Published tables for the doorbell and register paths (copy on write by the goroutine).
 	byDoorbell atomic.Pointer[map[uint32]*queue]
@@ -192,6 +193,7 @@ func (a *activation) run() {
 		if a.revoked.Load() {
 			return
 		}
+		a.checkPause()
 		now := time.Now()
 		a.events(now)
 		a.observe(now)

@@ -97,6 +97,8 @@ type MES struct {
 
 	trace *trace.Recorder            // the timeline (trace.go; nil: off)
 	inj   atomic.Pointer[inject.Set] // fault injection (inject.go)
+	// paused is the activation a snapshot's Pause parked (snapshot.go); guarded by mu.
+	paused *activation
 }
 
 // New builds the scheduler, off until MES_RING_ACTIVE = 1.
@@ -233,9 +235,13 @@ func (m *MES) WriteReg(off, v uint32) {
 }
 
 // startLocked starts a scheduler activation on the programmed ring (mu held).
-func (m *MES) startLocked() {
+func (m *MES) startLocked() { _ = m.startWith(nil) }
+
+// startWith is startLocked; prep (snapshot.go) sets the new activation's state before its
+// goroutine starts, and its error starts nothing.
+func (m *MES) startWith(prep func(a *activation) error) error {
 	if m.closed.Load() {
-		return
+		return errClosed
 	}
 	qs := m.control & abi.REG_MES_RING_CONTROL__QUEUE_SIZE_MASK >> abi.REG_MES_RING_CONTROL__QUEUE_SIZE__SHIFT
 	a := newActivation(m, ringConfig{
@@ -245,11 +251,17 @@ func (m *MES) startLocked() {
 		doorbell:   m.doorbell,
 		wptr:       uint64(m.wptrHi)<<32 | uint64(m.wptrLo),
 	})
+	if prep != nil {
+		if err := prep(a); err != nil {
+			return err
+		}
+	}
 	m.wptrLo, m.wptrHi = 0, 0
 	m.act.Store(a)
 	m.lastState, m.lastErr = abi.MES_STATE_RUNNING, 0
 	m.wg.Add(1)
 	go a.run()
+	return nil
 }
 
 // ended is called by an activation's goroutine when it halts on its own (ring error): the

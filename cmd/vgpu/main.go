@@ -12,14 +12,15 @@ import (
 const usage = `usage: vgpu <command> [flags]
 
 commands:
-  run     boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
-  serve   run the vfio-user server for one virtual GPU function
-  status  print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
-  inject  add, list or clear fault-injection rules of a running server through its control socket (docs/inject.md)
-  bench   measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
+  run       boot guests against a virtual GPU and run the guest suites: KTAP (vgpu_test.ko) and DRM (vgpu_drm.ko + vgpu-drmtest) (the main job)
+  serve     run the vfio-user server for one virtual GPU function
+  status    print a running server's device state (queues, scheduler, faults, interrupts) from its control socket
+  inject    add, list or clear fault-injection rules of a running server through its control socket (docs/inject.md)
+  snapshot  save a running server's device state to a file (vgpu serve --restore FILE starts from it)
   timeline  draw a trace (--trace of run or serve) as one self-contained HTML page: vgpu timeline TRACE [-o OUT.html]
-  qemu    provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
-  decode  disassemble PM4 streams and rings, MES frames, IVs and eBPF shaders from a file (raw or hex) into text
+  decode    disassemble PM4 streams and rings, MES frames, IVs and eBPF shaders from a file (raw or hex) into text
+  bench     measure the hot paths (vfio-user round trip from Go and from a C client built with gcc, doorbell → interrupt, register reads while 16 queues self-kick, CP, DMA_DATA) beside same-run baselines
+  qemu      provision a QEMU with vfio-user-pci (>= 10.1) into the cache and print its path
 
 Run 'vgpu <command> -h' for the command's flags.
 
@@ -44,6 +45,8 @@ func main() {
 		err = status(args)
 	case "inject":
 		err = injectCmd(args)
+	case "snapshot":
+		err = snapshot(args)
 	case "bench":
 		err = runBench(args)
 	case "qemu":

@@ -27,6 +27,7 @@ func serve(args []string) error {
 	ctlPath := fl.String("control", "", "path of the control socket for `vgpu status` (owner-only; default: the socket path + \".control\"; \""+controlOff+"\": none)")
 	devFlags := addDeviceFlags(fl)
 	openTrace := addTraceFlag(fl)
+	restore := fl.String("restore", "", "start from a snapshot file (vgpu snapshot save) taken of a server with the same device flags")
 	level := fl.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fl.String("log-format", "text", "log format: text or json")
 	if err := fl.Parse(args); err != nil {
@@ -53,6 +54,9 @@ func serve(args []string) error {
 		return err
 	}
 	defer dev.Close()
+	if err := restoreSnapshot(dev, *restore, log); err != nil {
+		return err
+	}
 
 	l, err := listen(*socket)
 	if err != nil {
