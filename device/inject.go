@@ -83,3 +83,15 @@ func (d *Device) Injections() []inject.Status { return d.inj.List() }
 // InjectionTotals is the injections made per kind (inject.Kind order) since the device was
 // made.
 func (d *Device) InjectionTotals() [inject.NumKinds]uint64 { return d.inj.Totals() }
+
+// injectionStatus is the status's view of the injections: the rules, and the totals of the
+// kinds that fired.
+func (d *Device) injectionStatus() InjectionStatus {
+	st := InjectionStatus{Rules: d.Injections(), Totals: map[string]uint64{}}
+	for k, n := range d.InjectionTotals() {
+		if n != 0 {
+			st.Totals[inject.Kind(k).String()] = n
+		}
+	}
+	return st
+}

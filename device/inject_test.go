@@ -201,6 +201,19 @@ func TestInjectionRules(t *testing.T) {
 			if fired == 0 {
 				t.Fatal("no rule fired")
 			}
+			// vgpu status shows the rules and what they did.
+			st := e.dev.Status()
+			var made uint64
+			for _, n := range st.Injection.Totals {
+				made += n
+			}
+			if len(st.Injection.Rules) == 0 || made != fired {
+				t.Fatalf("status: %d rules, totals %v, want %d injections", len(st.Injection.Rules), st.Injection.Totals, fired)
+			}
+			text := st.Text(nil)
+			if r := st.Injection.Rules[0]; !strings.Contains(text, fmt.Sprintf("rule %d: %s: %d seen, %d fired", r.ID, r.Rule, r.Seen, r.Fired)) {
+				t.Fatalf("status text lacks rule %+v:\n%s", r, text)
+			}
 		})
 	}
 }

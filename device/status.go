@@ -10,6 +10,7 @@ import (
 	"vgpu/cp"
 	"vgpu/gpummu"
 	"vgpu/gpuvm"
+	"vgpu/inject"
 	"vgpu/irq"
 	"vgpu/l2"
 	"vgpu/mes"
@@ -32,6 +33,13 @@ type Status struct {
 	Unmodelled UnmodelledStatus `json:"unmodelled"`
 	Spins      bars.SpinStats   `json:"spins"`
 	CP         CPCounters       `json:"cp"`
+	Injection  InjectionStatus  `json:"injection"`
+}
+
+// InjectionStatus is the fault-injection rules in force and what they did (docs/inject.md).
+type InjectionStatus struct {
+	Rules  []inject.Status   `json:"rules"`
+	Totals map[string]uint64 `json:"totals"` // injections made per kind since the device was made
 }
 
 // FunctionStatus is the PCI function's life: resets and clients.
@@ -129,6 +137,7 @@ func (d *Device) Status() Status {
 			DoorbellMisses: cs.DoorbellMisses, ShaderDispatches: cs.ShaderDispatches},
 	}
 	s.Function.Goroutines = runtime.NumGoroutine()
+	s.Injection = d.injectionStatus()
 	s.Faults = FaultStatus{Recent: g.vm.RecentFaults(),
 		GMCStatus:   g.mmu.ReadReg(abi.REG_GMC_VM_FAULT_STATUS - abi.BLOCK_GMC_BASE),
 		GMCAddr:     uint64(g.mmu.ReadReg(abi.REG_GMC_VM_FAULT_ADDR_HI-abi.BLOCK_GMC_BASE))<<32 | uint64(g.mmu.ReadReg(abi.REG_GMC_VM_FAULT_ADDR_LO-abi.BLOCK_GMC_BASE)),

@@ -2,6 +2,7 @@ package device
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"vgpu/abi"
@@ -93,6 +94,30 @@ func (s *Status) Text(decode PacketDecoder) string {
 	}
 	for _, x := range sp.Recent {
 		r.sub("warned: %s (%#x) = %#x", x.Name, x.Offset, x.Value)
+	}
+
+	inj := s.Injection
+	r.section("fault injection")
+	if len(inj.Rules) == 0 {
+		r.sub("no rules")
+	}
+	for _, x := range inj.Rules {
+		spent := ""
+		if x.Spent {
+			spent = ", spent"
+		}
+		r.sub("rule %d: %s: %d seen, %d fired%s", x.ID, x.Rule, x.Seen, x.Fired, spent)
+	}
+	if len(inj.Totals) > 0 {
+		kinds := make([]string, 0, len(inj.Totals))
+		for k := range inj.Totals {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for i, k := range kinds {
+			kinds[i] = fmt.Sprintf("%s %d", k, inj.Totals[k])
+		}
+		r.line("injections made", "%s", strings.Join(kinds, ", "))
 	}
 	return r.b.String()
 }

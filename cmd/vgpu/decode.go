@@ -12,6 +12,7 @@ import (
 )
 
 const decodeUsage = `usage: vgpu decode pm4|ib|ring|mes|iv|shader [--hex] [--rptr N] [--wptr N] [FILE|-]
+       vgpu decode ring --slot N [--control PATH]   (a running server's queue, from its rptr)
 
 Disassembles the device's binary formats into text with AMD's field names (docs/decode.md):
   pm4, ib  a PM4 stream (an IB, or any packets in order), offsets from dword 0
@@ -39,6 +40,8 @@ func decodeTo(args []string, stdin io.Reader, stdout io.Writer) error {
 	hex := fl.Bool("hex", false, "input is hex dwords as text, not raw little-endian binary")
 	rptr := fl.Uint64("rptr", 0, "ring: the first dword to decode (the CP's read pointer, taken modulo the ring size)")
 	wptr := fl.Int64("wptr", -1, "ring: the dword after the last to decode (the write pointer; -1: the whole ring from --rptr)")
+	slot := fl.Int("slot", -1, "ring: decode HQD slot N's ring of a running server (its pending packets, from rptr) instead of a file")
+	ctl := fl.String("control", os.Getenv(controlEnv), "with --slot: the server's control socket (default $"+controlEnv+")")
 	fl.Usage = func() {
 		fmt.Fprint(fl.Output(), decodeUsage)
 		fl.PrintDefaults()
@@ -61,6 +64,16 @@ func decodeTo(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	if fl.NArg() > 1 {
 		return fmt.Errorf("%w (one input file, got %d)", errDecodeUsage, fl.NArg())
+	}
+	if *slot >= 0 {
+		// From a running device: the control socket reads the ring (as vgpu status --ring).
+		if kind != "ring" || fl.NArg() != 0 {
+			return fmt.Errorf("%w (--slot decodes a running server's ring: vgpu decode ring --slot N)", errDecodeUsage)
+		}
+		if *ctl == "" {
+			return errors.New("--control is required with --slot (or set $" + controlEnv + ")")
+		}
+		return printRing(stdout, *ctl, *slot, false)
 	}
 	in := stdin
 	if name := fl.Arg(0); name != "" && name != "-" {

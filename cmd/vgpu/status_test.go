@@ -138,6 +138,15 @@ func TestRingCommand(t *testing.T) {
 	if err := printRing(&bytes.Buffer{}, path, 1, false); !errors.Is(err, &control.Error{Code: "slot-inactive"}) {
 		t.Errorf("printRing: %v", err)
 	}
+	// vgpu decode ring --slot asks the same server.
+	if err := decodeTo([]string{"ring", "--slot", "1", "--control", path}, nil, &bytes.Buffer{}); !errors.Is(err, &control.Error{Code: "slot-inactive"}) {
+		t.Errorf("decode ring --slot: %v", err)
+	}
+	for _, args := range [][]string{{"ib", "--slot", "1", "--control", path}, {"ring", "--slot", "1", "--control", path, "file.bin"}} {
+		if err := decodeTo(args, nil, &bytes.Buffer{}); !errors.Is(err, errDecodeUsage) {
+			t.Errorf("decode %v: %v, want a usage error", args, err)
+		}
+	}
 	wait := pm4.WaitMem(0x1000, 1)
 	text := ringText(&device.RingDump{Slot: 3, SizeDwords: 1024, Rptr: 1022, Wptr: 1022 + uint64(len(wait)), Start: 1022, Dwords: wait})
 	for _, w := range []string{"slot 3:", "0x0003fe: WAIT_REG_MEM", fmt.Sprintf("%d dwords pending", len(wait))} {
