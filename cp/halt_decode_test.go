@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"vgpu/cp"
 	"vgpu/pm4"
@@ -33,17 +34,24 @@ func TestHaltLogDecodesPacket(t *testing.T) {
 			}
 			ring.Submit(c.pkt)
 			ring.WaitHalt(t)
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			for _, rec := range h.records {
-				if rec.Msg == "cp: queue halted" {
-					if !strings.Contains(rec.attrs, c.packet) {
-						t.Errorf("halt line %q\nlacks %q", rec.attrs, c.packet)
+			// The line is logged just after the halt shows in the registers.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				h.mu.Lock()
+				for _, rec := range h.records {
+					if rec.Msg == "cp: queue halted" {
+						if !strings.Contains(rec.attrs, c.packet) {
+							t.Errorf("halt line %q\nlacks %q", rec.attrs, c.packet)
+						}
+						h.mu.Unlock()
+						return
 					}
-					return
+				}
+				recs := h.records
+				h.mu.Unlock()
+				if time.Now().After(deadline) {
+					t.Fatalf("no halt line in %v", recs)
 				}
 			}
-			t.Fatalf("no halt line in %v", h.records)
 		})
 	}
 }
