@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"vgpu/abi"
+	"vgpu/cp"
 	"vgpu/pm4"
 )
 
@@ -131,6 +132,16 @@ func TestHangDetectAndReset(t *testing.T) {
 	good.add(abi.MES_PRIORITY_NORMAL, 0)
 	good.job(0)
 	r.waitFor("good job", 5*time.Second, func() bool { return good.done(0) })
+	// Under load the bad queue may still be on its way to the dispatch: a queue stopped
+	// before it is no hang. Detect once its endless kernel runs (rptr past SET_SH_REG).
+	r.waitFor("the endless kernel running", 5*time.Second, func() bool {
+		for slot := range cp.NumSlots {
+			if h := r.cp.HQDStatus(slot); h.Active && h.Mapped && h.Doorbell == bad.db && h.Rptr >= 8 {
+				return true
+			}
+		}
+		return false
+	})
 	// Detect: the endless queue cannot stop; REMOVE of it fails once it is hung.
 	arr := uint64(0xE000)
 	for i := uint64(0); i < 8; i++ {
