@@ -70,24 +70,28 @@ func DoorbellIRQ(mode bars.DoorbellMode) Scenario {
 			}
 			base, closeBase = f.op, f.Close
 		}
-		seq := uint32(0)
-		dev := func(n int, _ Clock) error {
-			for range n {
-				seq++
-				rig.Emit(fence(seq, true))
-				if err := rig.Kick(); err != nil {
-					return err
-				}
-				if err := rig.WaitIRQ(irqTimeout); err != nil {
-					return fmt.Errorf("job %d: %w", seq, err)
-				}
-				if f := rig.Fence(); f != seq {
-					return fmt.Errorf("job %d: interrupt with the fence at %d", seq, f)
-				}
-			}
-			return nil
-		}
-		return Pair{Dev: dev, Base: base, Close: func() { closeBase(); rig.Close() }}, nil
+		return Pair{Dev: irqJob(rig), Base: base, Close: func() { closeBase(); rig.Close() }}, nil
 	}
 	return s
+}
+
+// irqJob is one interrupting fence per op, checked.
+func irqJob(rig *Rig) Op {
+	seq := uint32(0)
+	return func(n int, _ Clock) error {
+		for range n {
+			seq++
+			rig.Emit(fence(seq, true))
+			if err := rig.Kick(); err != nil {
+				return err
+			}
+			if err := rig.WaitIRQ(irqTimeout); err != nil {
+				return fmt.Errorf("job %d: %w", seq, err)
+			}
+			if f := rig.Fence(); f != seq {
+				return fmt.Errorf("job %d: interrupt with the fence at %d", seq, f)
+			}
+		}
+		return nil
+	}
 }

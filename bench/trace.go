@@ -46,27 +46,6 @@ func traceIRQScenario(rec **trace.Recorder) Scenario {
 		RigConfig{RingDwords: 1 << 16}, rec, irqJob, 100)
 }
 
-// irqJob is one interrupting fence per op, checked.
-func irqJob(rig *Rig) Op {
-	seq := uint32(0)
-	return func(n int, _ Clock) error {
-		for range n {
-			seq++
-			rig.Emit(fence(seq, true))
-			if err := rig.Kick(); err != nil {
-				return err
-			}
-			if err := rig.WaitIRQ(irqTimeout); err != nil {
-				return fmt.Errorf("job %d: %w", seq, err)
-			}
-			if f := rig.Fence(); f != seq {
-				return fmt.Errorf("job %d: interrupt with the fence at %d", seq, f)
-			}
-		}
-		return nil
-	}
-}
-
 // tracedScenario sets s up as job on a recording rig (Dev) beside job on a plain one (Base),
 // each warmed up with warm ops; *rec is the recorder, closed with the pair.
 func tracedScenario(s Scenario, rc RigConfig, rec **trace.Recorder, job func(*Rig) Op, warm int) Scenario {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -83,4 +85,26 @@ func runControl(path string) func(dev *device.Device) (func(), error) {
 		fmt.Fprintf(os.Stderr, "== control socket: %s (vgpu status --control %s)\n", path, path)
 		return func() { s.Close() }, nil
 	}
+}
+
+// callControl runs one command on a server's control socket: the client side of `vgpu status`,
+// `inject`, `snapshot` and `decode ring --slot`.
+func callControl(path, cmd string, args, out any) error {
+	c, err := control.Dial(path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Call(cmd, args, out)
+}
+
+// printJSON writes a command's raw result indented, for --json.
+func printJSON(w io.Writer, raw json.RawMessage) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
 }

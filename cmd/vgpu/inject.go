@@ -100,13 +100,8 @@ func injectCmd(args []string) error {
 	if *path == "" {
 		return errors.New("--control is required (or set $" + controlEnv + ")")
 	}
-	c, err := control.Dial(*path)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var raw json.RawMessage
-	if err := c.Call("inject", a, &raw); err != nil {
+	if err := callControl(*path, "inject", a, &raw); err != nil {
 		return err
 	}
 	if *asJSON {

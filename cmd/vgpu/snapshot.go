@@ -116,13 +116,8 @@ func snapshot(args []string) error {
 }
 
 func saveSnapshot(ctl, file string) (snapshotResult, error) {
-	c, err := control.Dial(ctl)
-	if err != nil {
-		return snapshotResult{}, err
-	}
-	defer c.Close()
 	var r snapshotResult
-	err = c.Call("snapshot", snapshotArgs{Path: file}, &r)
+	err := callControl(ctl, "snapshot", snapshotArgs{Path: file}, &r)
 	return r, err
 }
 

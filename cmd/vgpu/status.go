@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"vgpu/control"
 	"vgpu/decode"
 	"vgpu/device"
 )
@@ -42,29 +40,18 @@ func status(args []string) error {
 
 // printRing is `vgpu status --ring N`: the control socket's "ring" result, decoded.
 func printRing(w io.Writer, path string, slot int, asJSON bool) error {
-	c, err := control.Dial(path)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var raw json.RawMessage
-	if err := c.Call("ring", map[string]int{"slot": slot}, &raw); err != nil {
+	if err := callControl(path, "ring", map[string]int{"slot": slot}, &raw); err != nil {
 		return err
 	}
 	if asJSON {
-		var b bytes.Buffer
-		if err := json.Indent(&b, raw, "", "  "); err != nil {
-			return err
-		}
-		b.WriteByte('\n')
-		_, err := w.Write(b.Bytes())
-		return err
+		return printJSON(w, raw)
 	}
 	var r device.RingDump
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
-	_, err = io.WriteString(w, ringText(&r))
+	_, err := io.WriteString(w, ringText(&r))
 	return err
 }
 
@@ -83,29 +70,18 @@ func ringText(r *device.RingDump) string {
 }
 
 func printStatus(w io.Writer, path string, asJSON bool) error {
-	c, err := control.Dial(path)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var raw json.RawMessage
-	if err := c.Call("status", nil, &raw); err != nil {
+	if err := callControl(path, "status", nil, &raw); err != nil {
 		return err
 	}
 	if asJSON {
-		var b bytes.Buffer
-		if err := json.Indent(&b, raw, "", "  "); err != nil {
-			return err
-		}
-		b.WriteByte('\n')
-		_, err := w.Write(b.Bytes())
-		return err
+		return printJSON(w, raw)
 	}
 	var s device.Status
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	_, err = io.WriteString(w, s.Text(statusPacketDecoder))
+	_, err := io.WriteString(w, s.Text(statusPacketDecoder))
 	return err
 }
 
