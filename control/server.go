@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Handler runs one command. args are the request's raw arguments (nil if none; DecodeArgs
@@ -133,8 +134,7 @@ func (s *Server) Serve(l net.Listener) error {
 			return ErrClosed
 		case len(s.conns) >= MaxClients:
 			s.mu.Unlock()
-			writeResponse(c, Response{Error: Errorf(CodeBusy, "%d clients connected, at most %d", MaxClients, MaxClients)})
-			c.Close()
+			s.refuse(c)
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -142,6 +142,34 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 		go s.serveConn(c)
 	}
+}
+
+// refusing bounds the goroutines that turn away connections over MaxClients.
+var refusing = make(chan struct{}, MaxClients)
+
+// refuse answers a connection over MaxClients with a busy error after its first request, so
+// the client reads the reply to what it sent (a reply written and the connection closed
+// before the request arrives would reach it as a broken pipe). The wait is short and the
+// refusals in progress bounded; past the bound the connection is just closed.
+func (s *Server) refuse(c net.Conn) {
+	select {
+	case refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-refusing }()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		r := bufio.NewReaderSize(io.LimitReader(c, MaxRequest), 4096)
+		for {
+			if _, prefix, err := r.ReadLine(); err != nil || !prefix {
+				break
+			}
+		}
+		writeResponse(c, Response{Error: Errorf(CodeBusy, "%d clients connected, at most %d", MaxClients, MaxClients)})
+	}()
 }
 
 // Close stops the server: no new connections, every connection closed, and it returns when
