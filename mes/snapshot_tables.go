@@ -29,15 +29,15 @@ type Tables struct {
 
 // ProcRecord is one process.
 type ProcRecord struct {
-	Ctx                    uint64 // process context address: its identity
-	PASID                  uint16
-	PageTableBase          uint64
-	Cntl                   uint32
-	Start, End             uint64
-	QuantumNs              int64
-	VMID                   uint32 // 0: none now
-	VMIDAgeNs, LastMapAgeNs int64 // since it got VMID / one of its queues was last mapped; -1: never
-	VMIDAsked              bool
+	Ctx                     uint64 // process context address: its identity
+	PASID                   uint16
+	PageTableBase           uint64
+	Cntl                    uint32
+	Start, End              uint64
+	QuantumNs               int64
+	VMID                    uint32 // 0: none now
+	VMIDAgeNs, LastMapAgeNs int64  // since it got VMID / one of its queues was last mapped; -1: never
+	VMIDAsked               bool
 }
 
 // GangRecord is one gang.
@@ -65,20 +65,20 @@ type QueueRecord struct {
 
 // QueueFields is a queue's fixed-size part.
 type QueueFields struct {
-	Doorbell                          uint32
-	Gang                              uint32 // index in Tables.Gangs
-	Ctx, MQD, WptrAddr, UnmapFlag     uint64
-	Type                              uint32
-	State                             uint8
-	Slot                              int32 // the HQD slot it holds (mapped, hung); -1 otherwise
-	MappedAgeNs, RanAgeNs, IdleAgeNs  int64 // -1: not set
-	PreemptReason                     uint32
-	Rptr, Wptr, LastDB                uint64
-	Maps, Preempts                    uint32
-	Loaded                            bool
-	ErrCode                           uint32
-	HQD                               [hqdBytes]byte
-	Image                             ImageRecord
+	Doorbell                         uint32
+	Gang                             uint32 // index in Tables.Gangs
+	Ctx, MQD, WptrAddr, UnmapFlag    uint64
+	Type                             uint32
+	State                            uint8
+	Slot                             int32 // the HQD slot it holds (mapped, hung); -1 otherwise
+	MappedAgeNs, RanAgeNs, IdleAgeNs int64 // -1: not set
+	PreemptReason                    uint32
+	Rptr, Wptr, LastDB               uint64
+	Maps, Preempts                   uint32
+	Loaded                           bool
+	ErrCode                          uint32
+	HQD                              [hqdBytes]byte
+	Image                            ImageRecord
 }
 
 // ImageRecord is a cp.Image without its dispatches, in fixed-size fields.
@@ -111,15 +111,15 @@ type IBRecord struct {
 
 // DispatchRecord is a cp.SavedDispatch.
 type DispatchRecord struct {
-	Program                 uint64
-	Slots                   uint32
-	CodeHash                [32]byte
-	NoHash                  bool
+	Program                  uint64
+	Slots                    uint32
+	CodeHash                 [32]byte
+	NoHash                   bool
 	Groups, GroupSize, Start [3]uint32
-	Stack                   uint32
-	Args                    uint64
-	VMID                    uint32
-	CSAOffset, CSABytes     uint64
+	Stack                    uint32
+	Args                     uint64
+	VMID                     uint32
+	CSAOffset, CSABytes      uint64
 }
 
 func imageRecord(img *cp.Image) (ImageRecord, []DispatchRecord) {
