@@ -219,7 +219,9 @@ func TestSnapshotMESRefusesMismatch(t *testing.T) {
 	}{
 		{"the mapped slot empty in the CP", func(s *snapshot) { s.cp.Slots[1].Mapped = false }},
 		{"a mapped slot the tables do not name", func(s *snapshot) { s.cp.Slots[2] = s.cp.Slots[1] }},
-		{"another doorbell in the slot", func(s *snapshot) { s.cp.Slots[1].MapDoorbellControl ^= 2 << abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT }},
+		{"another doorbell in the slot", func(s *snapshot) {
+			s.cp.Slots[1].MapDoorbellControl ^= 2 << abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT
+		}},
 		{"another VMID in the slot", func(s *snapshot) { s.cp.Slots[1].MapVMID ^= 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
