@@ -307,6 +307,8 @@ func (a *activation) checkQueue(q *QueueRecord, t *Tables, hw *hwState) error {
 		return badState("in slot %d without a VMID", q.Slot)
 	case q.Type != abi.MES_QUEUE_TYPE_GFX && q.Type != abi.MES_QUEUE_TYPE_COMPUTE:
 		return badState("queue type %d", q.Type)
+	case q.Type == abi.MES_QUEUE_TYPE_GFX && hw.owned&1 == 0 || q.Type == abi.MES_QUEUE_TYPE_COMPUTE && hw.owned&^1 == 0:
+		return badState("a type %d queue without a slot of its type (%#x)", q.Type, hw.owned)
 	case q.MQD == 0 || q.MQD%256 != 0 || q.WptrAddr%8 != 0 || q.UnmapFlag%4 != 0:
 		return badState("MQD %#x, wptr shadow %#x, unmap flag %#x misaligned", q.MQD, q.WptrAddr, q.UnmapFlag)
 	case q.Ctx < g.Ctx || q.Ctx >= g.Ctx+8*abi.MES_CTX_BYTES || (q.Ctx-g.Ctx)%abi.MES_CTX_BYTES != 0:

@@ -171,6 +171,8 @@ func TestRestoreTablesRefusals(t *testing.T) {
 		{"a process without a queue", func(tb *Tables) { tb.Procs = append(tb.Procs, ProcRecord{Ctx: 0x7700}) }},
 		{"a priority level beyond the API", func(tb *Tables) { tb.Gangs[0].Level = abi.MES_PRIORITY_LEVELS }},
 		{"an unknown state", func(tb *Tables) { tb.Queues[1].State = 9 }},
+		{"a graphics queue without the graphics slot", func(tb *Tables) { tb.Queues[1].Type = abi.MES_QUEUE_TYPE_GFX }},
+		{"an SDMA queue", func(tb *Tables) { tb.Queues[1].Type = abi.MES_QUEUE_TYPE_SDMA }},
 		{"wptr behind rptr", func(tb *Tables) { tb.Queues[1].Rptr = tb.Queues[1].Wptr + 1 }},
 		{"a context record outside the gang's page", func(tb *Tables) { tb.Queues[1].Ctx += 0x10000 }},
 		{"too many saved dispatches", func(tb *Tables) { tb.Queues[1].Dispatches = make([]DispatchRecord, cp.MaxSavedDispatches+1) }},
