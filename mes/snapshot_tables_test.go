@@ -73,6 +73,9 @@ func (r *tablesRig) save(t testing.TB) (State, cp.State) {
 		if err == nil {
 			return ms, cs
 		}
+		if testing.Verbose() {
+			t.Logf("retry: %v", err)
+		}
 		if time.Now().After(deadline) {
 			t.Fatal(err)
 		}
@@ -223,4 +226,56 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("restore: %v", err)
 		}
 	})
+}
+
+// TestSnapshotTablesWhileSwitching saves a scheduler whose three queues take turns on one
+// slot (100 µs quanta), all three parked on a gate that opens only after the save: every
+// state saved —
+// whatever the moment — restores (a state the scheduler reached is never refused), and the
+// restored scheduler runs the saved work to the end.
+func TestSnapshotTablesWhileSwitching(t *testing.T) {
+	r := newRig(t)
+	r.hwResources(0x1, 0, 0xFF00)
+	var qs []*testQueue
+	for i := range 3 {
+		q := r.queueAt(i, 0)
+		q.add(abi.MES_PRIORITY_NORMAL, 1000) // 100 µs
+		qs = append(qs, q)
+	}
+	tr := &tablesRig{rig: r, gate: queueBase - 0x100}
+	waiting := 0
+	for seq := range uint32(20) {
+		for _, q := range qs {
+			q.submit(pm4.WaitMem(tr.gate, seq+1)...)
+			q.job(seq)
+		}
+		time.Sleep(time.Duration(seq%5) * 100 * time.Microsecond)
+		ms, cs := tr.save(t)
+		r2, err := tr.restoreInto(t, ms, cs)
+		if err != nil {
+			t.Fatalf("a saved state was refused: %v", err)
+		}
+		r2.mem.Store32(tr.gate, seq+1)
+		r.mem.Store32(tr.gate, seq+1)
+		for _, q := range ms.Tables.Queues {
+			if q.State == QueueUnmapped && q.Wptr > q.Rptr {
+				waiting++
+				break
+			}
+		}
+		// Its saved work runs to the end: every queue's rptr reaches its saved wptr.
+		for i := range ms.Tables.Queues {
+			q := ms.Tables.Queues[i]
+			r2.waitFor("restored queue's work", 5*time.Second, func() bool {
+				r2.wreg(abi.REG_MES_QUERY_DOORBELL, q.Doorbell)
+				rp := uint64(r2.rreg(abi.REG_MES_QUERY_RPTR_LO)) | uint64(r2.rreg(abi.REG_MES_QUERY_RPTR_HI))<<32
+				return rp >= q.Wptr
+			})
+		}
+		r.waitFor("the jobs", 5*time.Second, func() bool { return qs[0].done(seq) && qs[1].done(seq) && qs[2].done(seq) })
+	}
+	t.Logf("20 snapshots of a switching scheduler restored, %d with a queue waiting for the slot", waiting)
+	if waiting == 0 {
+		t.Error("no snapshot caught a queue waiting for the slot")
+	}
 }
