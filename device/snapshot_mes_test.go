@@ -242,3 +242,21 @@ func TestSnapshotMESRefusesMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotVersion1Refused: a file of format 1 (before the scheduler's tables) is refused
+// by name, whatever follows its header.
+func TestSnapshotVersion1Refused(t *testing.T) {
+	dev := newSharedDevice(t)
+	var file bytes.Buffer
+	if err := dev.SaveSnapshot(&file); err != nil {
+		t.Fatal(err)
+	}
+	b := file.Bytes()
+	if got := binary.LittleEndian.Uint32(b[8:]); got != 2 {
+		t.Fatalf("format version %d written, want 2", got)
+	}
+	binary.LittleEndian.PutUint32(b[8:], 1)
+	if err := newSharedDevice(t).RestoreSnapshot(bytes.NewReader(b)); !errors.Is(err, ErrSnapshotVersion) {
+		t.Errorf("a version 1 file: %v, want ErrSnapshotVersion", err)
+	}
+}
