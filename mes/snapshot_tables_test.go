@@ -279,3 +279,65 @@ func TestSnapshotTablesWhileSwitching(t *testing.T) {
 		t.Error("no snapshot caught a queue waiting for the slot")
 	}
 }
+
+// TestSnapshotHungThenReset: a queue hung in its slot (the endless kernel) is inside a
+// packet, so the CP refuses the snapshot (cp.ErrBusy); once RESET has discarded its work the
+// scheduler is saved, and after the restore the reset queue and the one that waited run new
+// work.
+func TestSnapshotHungThenReset(t *testing.T) {
+	r := newRig(t)
+	r.hwResources(0x1, 0, 0xFF00)
+	cfg := newFrame(abi.MES_SCH_API_SET_SCHEDULING_CONFIG)
+	for l := uint64(0); l < abi.MES_PRIORITY_LEVELS; l++ {
+		cfg.set64(abi.MES_SCHED_CFG_DW_GRACE_PERIOD_OTHER_LEVELS+2*l, 50000) // 5 ms
+	}
+	r.ok(cfg, abi.MES_SCHED_CFG_DW_API_STATUS)
+	bad, good := r.queueAt(0, 0), r.queueAt(1, 0)
+	bad.add(abi.MES_PRIORITY_NORMAL, 1000) // 100 µs quanta: good's wait preempts bad, which hangs
+	bad.submit(pm4.Kernel(abi.KERNEL_ENDLESS, 0, 0, 0)...)
+	bad.submit(pm4.DispatchDirect(1, 1, 1)...)
+	r.waitFor("bad mapped", 2*time.Second, func() bool { return bad.status()&abi.REG_MES_QUERY_STATUS__MAPPED_MASK != 0 })
+	good.add(abi.MES_PRIORITY_NORMAL, 1000)
+	good.job(0)
+	r.waitFor("bad hung", 5*time.Second, func() bool { return bad.status()&abi.REG_MES_QUERY_STATUS__HUNG_MASK != 0 })
+	if err := r.cp.Pause(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	resume, err := r.mes.Pause(time.Second)
+	if err != nil {
+		r.cp.Unpause()
+		t.Fatal(err)
+	}
+	ms, err := r.mes.SaveState()
+	if err == nil {
+		_, err = r.cp.SaveState()
+	}
+	resume()
+	r.cp.Unpause()
+	if !errors.Is(err, cp.ErrBusy) {
+		t.Fatalf("snapshot with a hung queue: %v, want cp.ErrBusy", err)
+	}
+	if n := len(ms.Tables.Queues); n != 2 || ms.Tables.Queues[0].State != QueueHung || ms.Tables.Queues[0].Slot != 1 {
+		t.Fatalf("the scheduler's own tables: %d queues, first %+v", n, ms.Tables.Queues[0].QueueFields.State)
+	}
+	rst := newFrame(abi.MES_SCH_API_RESET).set(abi.MES_RESET_DW_FLAGS, abi.MES_RESET_FLAG_RESET_QUEUE_ONLY_MASK).
+		set(abi.MES_RESET_DW_DOORBELL_OFFSET, bad.db)
+	r.ok(rst, abi.MES_RESET_DW_API_STATUS)
+	r.waitFor("good job", 5*time.Second, func() bool { return good.done(0) })
+	tr := &tablesRig{rig: r}
+	ms, cs := tr.save(t)
+	if q := ms.Tables.Queues[0]; q.State == QueueHung || q.Rptr != q.Wptr || q.ErrCode != 0 {
+		t.Errorf("the reset queue saved as state %d, rptr %d wptr %d, error %d", q.State, q.Rptr, q.Wptr, q.ErrCode)
+	}
+	r2, err := tr.restoreInto(t, ms, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.r, good.r = r2, r2
+	bad.job(1)
+	good.job(1)
+	r2.waitFor("jobs after the restore", 5*time.Second, func() bool { return bad.done(1) && good.done(1) })
+	if r2.rreg(abi.REG_MES_HUNG) != 0 {
+		t.Errorf("MES_HUNG %d after the restore", r2.rreg(abi.REG_MES_HUNG))
+	}
+}
