@@ -10,8 +10,9 @@ import (
 
 // Snapshots (device/snapshot.go): the CP is paused (no queue goroutine holds an execution
 // turn, so none executes a packet), every slot is read at a packet boundary, and a fresh CP
-// is given the slots back. Only register-activated queues are saved: a queue MES mapped
-// belongs to the scheduler's tables, which a snapshot does not hold.
+// is given the slots back. A queue MES mapped is saved with its mapping (SlotState.Mapped,
+// snapshot_mapped.go) and mapped again by RestoreState; the scheduler's tables say which
+// queue it is.
 
 // Snapshot errors.
 var (
@@ -19,8 +20,6 @@ var (
 	// dispatch, an endless kernel or a retry-fault wait), or the turns were not all given
 	// back in time. Try again when the queue is idle, parked or halted.
 	ErrBusy = errors.New("cp: snapshot: a queue is not at a packet boundary")
-	// ErrMappedQueue: a slot holds a queue MES mapped.
-	ErrMappedQueue = errors.New("cp: snapshot: a slot holds a MES-mapped queue")
 	// ErrNotPaused: SaveSlots without Pause.
 	ErrNotPaused = errors.New("cp: snapshot: the CP is not paused")
 	// ErrBadSlotState: a saved slot this CP cannot take (user input: every field is checked).
@@ -53,6 +52,15 @@ type SlotState struct {
 	PgmLo, PgmHi, PgmSlots, Stack uint32
 	Threads, Start                [3]uint32
 	IndirectBase                  uint64
+
+	// Mapped: the slot runs a queue MES mapped (Queue is false); Map* are its image
+	// (snapshot_mapped.go), with Rptr, Wptr, Reported, Fences and UserData above.
+	Mapped                                  bool
+	MapVMID, MapControl, MapDoorbellControl uint32
+	MapDoorbellOffset, MapIBCount           uint32
+	MapPriority                             uint8
+	MapBase, MapReportAddr, MapFenceAddr    uint64
+	MapCSABase, MapCSASize, MapFenceValue   uint64
 }
 
 // State is the whole CP.
@@ -125,9 +133,6 @@ func (c *CP) SaveState() (State, error) {
 func (h *hqd) save(s *SlotState) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.spare != nil || h.pending != nil {
-		return ErrMappedQueue
-	}
 	*s = SlotState{VMID: h.vmid, BaseLo: h.baseLo, BaseHi: h.baseHi, Control: h.control,
 		ReportLo: h.reportLo, ReportHi: h.reportHi, PollLo: h.pollLo, PollHi: h.pollHi,
 		WptrLo: h.wptrLo, WptrHi: h.wptrHi, Doorbell: h.doorbell, PollCntl: h.pollCntl}
@@ -136,7 +141,7 @@ func (h *hqd) save(s *SlotState) error {
 		return nil
 	}
 	if q.mapped {
-		return ErrMappedQueue
+		return q.saveMapped(s)
 	}
 	s.Queue, s.Stopped, s.State = true, q.stopped.Load(), q.state.Load()
 	s.ErrCode, s.ErrInfo, s.ErrAddr = q.errCode, q.errInfo, q.errAddr
@@ -206,7 +211,11 @@ func (c *CP) RestoreState(s *State) error {
 		}
 	}
 	for i := range s.Slots {
-		if err := c.hqds[i].restore(&s.Slots[i]); err != nil {
+		err := c.hqds[i].restore(&s.Slots[i])
+		if err == nil && s.Slots[i].Mapped {
+			err = c.restoreMapped(i, &s.Slots[i])
+		}
+		if err != nil {
 			c.Reset()
 			return fmt.Errorf("slot %d: %w", i, err)
 		}
@@ -229,6 +238,9 @@ func (h *hqd) restore(s *SlotState) error {
 	h.vmid, h.baseLo, h.baseHi, h.control = s.VMID, s.BaseLo, s.BaseHi, s.Control
 	h.reportLo, h.reportHi, h.pollLo, h.pollHi = s.ReportLo, s.ReportHi, s.PollLo, s.PollHi
 	h.doorbell, h.pollCntl = s.Doorbell, s.PollCntl
+	if s.Mapped && s.Queue {
+		return badSlot("both a register-activated and a mapped queue")
+	}
 	if !s.Queue {
 		h.wptrLo, h.wptrHi = s.WptrLo, s.WptrHi
 		return nil

@@ -28,9 +28,10 @@ import (
 // queue is at a packet boundary — idle, parked in a WAIT_REG_MEM at ring level, waiting for a
 // turn between packets, halted or dequeued — with no shader dispatch in flight (a
 // register-activated queue has no context save area to save one to: refused with
-// ErrSnapshotBusy naming the slot), the scheduler holding no processes or queues (their
-// tables are not saved: mes.ErrActive), no self-test transfer, L2 maintenance pass or IH
-// write in progress.
+// ErrSnapshotBusy naming the slot), no scheduler frame in progress or queue leaving its slot
+// (mes.ErrPause), no self-test transfer, L2 maintenance pass or IH write in progress. The
+// scheduler's tables are saved with it, and the slots it mapped with their mapping
+// (snapshot_mes.go checks the two agree).
 // The register lock is held while the register blocks are read. VRAM and the L2's lines are
 // read while the CP stays paused.
 
@@ -199,7 +200,7 @@ func (d *Device) write(w io.Writer, s *snapshot) error {
 	sw.section(secGMC, s.gmc)
 	sw.section(secVM, s.vm)
 	sw.section(secIH, s.ih)
-	sw.section(secMES, s.mes)
+	writeMESSection(sw, &s.mes)
 	sw.section(secCP, s.cp)
 	writeDoorbells(sw, s.doorbells)
 	head := snapL2Head{Strict: s.strict, Lines: uint32(len(s.lines))}
@@ -399,10 +400,19 @@ func (d *Device) read(sr *snapReader, written *[]uint64) (*snapshot, error) {
 	for _, f := range []struct {
 		id uint32
 		v  any
-	}{{secGMC, &s.gmc}, {secVM, &s.vm}, {secIH, &s.ih}, {secMES, &s.mes}, {secCP, &s.cp}} {
+	}{{secGMC, &s.gmc}, {secVM, &s.vm}, {secIH, &s.ih}} {
 		if err := sr.fixed(f.id, f.v); err != nil {
 			return nil, err
 		}
+	}
+	if s.mes, err = readMES(sr); err != nil {
+		return nil, err
+	}
+	if err := sr.fixed(secCP, &s.cp); err != nil {
+		return nil, err
+	}
+	if err := checkMESSlots(&s.mes, &s.cp); err != nil {
+		return nil, err
 	}
 	if s.doorbells, err = readDoorbells(sr, d.doorbells.Count()); err != nil {
 		return nil, err
@@ -497,14 +507,15 @@ func (d *Device) apply(s *snapshot) error {
 	}
 	g.vm.RestoreState(s.vm)
 	g.ih.RestoreState(s.ih)
-	if err := g.mes.RestoreState(s.mes); err != nil {
-		return err
-	}
 	g.cache.SetStrict(s.strict)
 	if err := g.cache.RestoreLines(s.lines); err != nil {
 		return err
 	}
+	// The CP first: the scheduler's first pass finds the queues it mapped in their slots.
 	if err := g.cp.RestoreState(&s.cp); err != nil {
+		return err
+	}
+	if err := g.mes.RestoreState(s.mes); err != nil {
 		return err
 	}
 	if err := d.doorbells.RestoreValues(s.doorbells); err != nil {

@@ -26,7 +26,7 @@ import (
 
 const (
 	snapMagic         = "VGPUSNAP"
-	snapFormatVersion = 1
+	snapFormatVersion = 2 // 2: the scheduler's tables and MES-mapped slots
 )
 
 // Section ids, in file order.
@@ -36,7 +36,7 @@ const (
 	secGMC       uint32 = 3  // gpummu.State
 	secVM        uint32 = 4  // gpuvm.State
 	secIH        uint32 = 5  // irq.IHState
-	secMES       uint32 = 6  // mes.State
+	secMES       uint32 = 6  // mes.State (MarshalBinary: registers, firmware state, tables)
 	secCP        uint32 = 7  // cp.State
 	secDoorbells uint32 = 8  // count u32, then (index u32, value u64) for each non-zero doorbell
 	secL2        uint32 = 9  // strict flag, line count, lines

@@ -9,18 +9,17 @@ import (
 )
 
 // Snapshots (device/snapshot.go). An idle scheduler is its registers. A running one is saved
-// only while it holds no processes, gangs or queues (after SET_HW_RESOURCES and
-// SET_SCHEDULING_CONFIG, before the first ADD_QUEUE, or after the last REMOVE_QUEUE) and no
-// frame is in progress: Pause parks the firmware goroutine at the top of its loop, between
-// frames, and SaveState reads what it keeps (ring pointers, hardware resources, scheduling
-// configuration, the event log's place, the frame counters). Its tables of processes and
-// queues, with their MQD addresses and priorities, are not saved by this version.
+// between frames, with no frame in progress: Pause parks the firmware goroutine at the top of
+// its loop, and SaveState reads what it keeps — ring pointers, hardware resources, scheduling
+// configuration, the event log's place, the frame counters, and its tables of processes,
+// gangs and queues (snapshot_tables.go). A queue on its way out of a slot, a frame in
+// progress and doorbells not yet taken in are waited for (ErrPause); a halted scheduler is
+// refused (ErrActive).
 
 // Snapshot errors.
 var (
-	// ErrActive: the scheduler holds processes or queues, has halted, or was not paused; its
-	// tables are not saved.
-	ErrActive = errors.New("mes: snapshot: the scheduler has processes or queues (or halted); its tables are not saved")
+	// ErrActive: the scheduler has halted, or was not paused.
+	ErrActive = errors.New("mes: snapshot: the scheduler has halted or is not paused")
 	// ErrPause: the firmware goroutine did not reach the top of its loop in time, or paused
 	// with a frame in progress: try again.
 	ErrPause = errors.New("mes: snapshot: the scheduler did not pause")
@@ -29,16 +28,23 @@ var (
 	errClosed   = errors.New("mes: closed")
 )
 
-// State is the MES block: the ring registers as programmed (an idle scheduler starts from
-// them at RING_ACTIVE = 1), MES_CNTL, the query doorbell, and Running's firmware state.
+// State is the MES block: the registers, Running's firmware state and its Tables (encoded
+// by MarshalBinary, decoded by DecodeState).
 type State struct {
+	Registers
+	Running RunningState
+	Tables  Tables
+}
+
+// Registers are the ring registers as programmed (an idle scheduler starts from them at
+// RING_ACTIVE = 1), MES_CNTL and the query doorbell.
+type Registers struct {
 	BaseLo, BaseHi, Control, ReportLo, ReportHi uint32
 	WptrLo, WptrHi, Doorbell, QueryDoorbell     uint32
 	Cntl                                        uint32
-	Running                                     RunningState
 }
 
-// RunningState is a running scheduler without tables.
+// RunningState is a running scheduler's firmware state beside its tables.
 type RunningState struct {
 	Active     bool
 	Rptr, Wptr uint64
@@ -115,15 +121,15 @@ func (m *MES) Pause(timeout time.Duration) (resume func(), err error) {
 	}, nil
 }
 
-// SaveState returns the block. A running scheduler must be paused (Pause) and hold no
-// processes or queues: ErrActive otherwise (also for one halted on its own); ErrPause while a
-// frame is in progress.
+// SaveState returns the block. A running scheduler must be paused (Pause): ErrActive
+// otherwise (also for one halted on its own); ErrPause while a frame is in progress or a
+// queue is leaving its slot.
 func (m *MES) SaveState() (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := State{BaseLo: m.baseLo, BaseHi: m.baseHi, Control: m.control, ReportLo: m.reportLo, ReportHi: m.reportHi,
-		WptrLo: m.wptrLo, WptrHi: m.wptrHi, Doorbell: m.doorbell, QueryDoorbell: m.queryDB,
-		Cntl: m.cntl.Load()}
+	s := State{Registers: Registers{BaseLo: m.baseLo, BaseHi: m.baseHi, Control: m.control, ReportLo: m.reportLo,
+		ReportHi: m.reportHi, WptrLo: m.wptrLo, WptrHi: m.wptrHi, Doorbell: m.doorbell, QueryDoorbell: m.queryDB,
+		Cntl: m.cntl.Load()}}
 	a := m.act.Load()
 	if a == nil {
 		return s, nil
@@ -133,8 +139,6 @@ func (m *MES) SaveState() (State, error) {
 		return State{}, fmt.Errorf("%w (not paused)", ErrActive)
 	case m.lastState != abi.MES_STATE_RUNNING:
 		return State{}, fmt.Errorf("%w (halted: %s)", ErrActive, abi.NameOf("MES_ERR_", uint64(m.lastErr)))
-	case len(a.t.procs) != 0 || len(a.t.gangs) != 0 || len(a.t.queues) != 0 || len(a.waitList) != 0:
-		return State{}, fmt.Errorf("%w (%d processes, %d queues)", ErrActive, len(a.t.procs), len(a.t.queues))
 	case a.pend != nil || a.moreFrames:
 		return State{}, fmt.Errorf("%w: a frame in progress", ErrPause) // soon done: try again
 	}
@@ -144,6 +148,11 @@ func (m *MES) SaveState() (State, error) {
 	if queued != 0 {
 		return State{}, fmt.Errorf("%w: doorbells of unplaced queues pending", ErrPause)
 	}
+	t, err := a.saveTables(time.Now())
+	if err != nil {
+		return State{}, err
+	}
+	s.Tables = t
 	r := &s.Running
 	r.Active, r.Rptr, r.Wptr = true, a.rptr.Load(), a.wptr.Load()
 	if h := a.hw; h != nil {
@@ -168,8 +177,10 @@ func badState(format string, args ...any) error {
 const maxSavedDuration = int64(time.Hour)
 
 // RestoreState programs an idle scheduler from s with the masks register writes apply and,
-// for a running one, starts it with the saved firmware state (its slots are given to it in
-// the CP as SET_HW_RESOURCES did). Every field is checked.
+// for a running one, starts it with the saved firmware state and tables (its slots are given
+// to it in the CP as SET_HW_RESOURCES did). The queues it had in slots must already be there
+// (the CP is restored first: cp.SlotState.Mapped); its first pass observes them. Every field
+// is checked (ErrBadState); a refused state starts nothing.
 func (m *MES) RestoreState(s State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -185,6 +196,9 @@ func (m *MES) RestoreState(s State) error {
 	m.cntl.Store(s.Cntl & abi.REG_MES_CNTL__UNMAPPED_DOORBELL_DISABLE_MASK)
 	r := s.Running
 	if !r.Active {
+		if len(s.Tables.Queues) != 0 || len(s.Tables.Procs) != 0 || len(s.Tables.Gangs) != 0 {
+			return badState("tables of a scheduler that is off")
+		}
 		return nil
 	}
 	if err := m.checkRunning(&r); err != nil {
@@ -218,6 +232,13 @@ func (m *MES) RestoreState(s State) error {
 		a.nUnmappedDBs.Store(r.UnmappedDoorbells)
 		a.lastError.Store(r.LastError)
 		a.lastErrorRptr.Store(r.LastErrorRptr)
+		if err := a.checkTables(&s.Tables, a.hw); err != nil {
+			return err
+		}
+		if err := m.checkSlots(&s.Tables, a.hw); err != nil {
+			return err
+		}
+		a.restoreTables(&s.Tables, time.Now())
 		return nil
 	})
 	if err != nil {

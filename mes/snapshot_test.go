@@ -8,7 +8,7 @@ import (
 	"vgpu/abi"
 )
 
-func pausedState(t *testing.T, m *MES) (State, error) {
+func pausedState(t testing.TB, m *MES) (State, error) {
 	t.Helper()
 	resume, err := m.Pause(time.Second)
 	if err != nil {
@@ -18,8 +18,8 @@ func pausedState(t *testing.T, m *MES) (State, error) {
 	return m.SaveState()
 }
 
-// TestSnapshotScheduler: a running scheduler is saved between frames only while it holds no
-// queue; without a Pause it is not read at all.
+// TestSnapshotScheduler: a running scheduler is saved between frames, with its queues;
+// without a Pause it is not read at all.
 func TestSnapshotScheduler(t *testing.T) {
 	r := newRig(t)
 	r.hwResources(0x3, 0, 0xFF00)
@@ -35,8 +35,8 @@ func TestSnapshotScheduler(t *testing.T) {
 	}
 	q := r.queueAt(0, 0)
 	q.add(abi.MES_PRIORITY_NORMAL, 0)
-	if _, err := pausedState(t, r.mes); !errors.Is(err, ErrActive) {
-		t.Errorf("a scheduler with a queue: %v", err)
+	if s, err := pausedState(t, r.mes); err != nil || len(s.Tables.Queues) != 1 || len(s.Tables.Procs) != 1 {
+		t.Errorf("a scheduler with a queue: %v, tables %+v", err, s.Tables)
 	}
 	q.remove()
 	r.waitFor("queue removed", time.Second, func() bool { return r.rreg(abi.REG_MES_QUEUES) == 0 })
