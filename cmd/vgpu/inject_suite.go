@@ -27,6 +27,7 @@ var ktapInjectCases = []injectCase{
 // (guest/drmtest/case_inject*.go), booted the same way with vgpu-drmtest's --inject-rules.
 var drmInjectCases = []injectCase{
 	{"inject_mes_hang", "mes.hang:op=ADD_QUEUE,n=2"},
+	{"inject_eop_lost", "iv.drop:src=CP_EOP,n=1"},
 }
 
 type injectCase struct{ name, rules string }

@@ -197,6 +197,8 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	seq_printf(m, "kernel queue: slot %u jobs %llu timeouts %u resets %u errors %u\n",
 		   vdev->kq.slot, vdev->kq.jobs, vdev->kq.timeouts, vdev->kq.resets,
 		   vdev->kq.errors);
+	seq_printf(m, "kernel queue fallback: %u fences signalled from memory without their interrupt\n",
+		   vdev->kq.lost_irqs);
 	mutex_lock(&mes->lock);
 	vgpu_mes_log_tail(m, vdev, 16);
 	mutex_unlock(&mes->lock);

@@ -20,6 +20,7 @@ var injected bool
 // same; a test there keeps the two equal).
 var injectCaseRules = map[string]string{
 	"inject_mes_hang": injectMESHangRules,
+	"inject_eop_lost": injectEOPLostRules,
 }
 
 // needInjection skips the case unless the boot gives the device its rules.

@@ -13,7 +13,7 @@ var order = []string{
 	"perf_userq_vs_kq",
 	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
 	"shader_endless",
-	"inject_mes_hang",
+	"inject_mes_hang", "inject_eop_lost",
 }
 
 var suite = map[string]func(*T){
@@ -36,6 +36,7 @@ var suite = map[string]func(*T){
 	"shader_preempt":    shaderPreempt,
 	"shader_endless":    shaderEndless,
 	"inject_mes_hang":   injectMESHang,
+	"inject_eop_lost":   injectEOPLost,
 }
 
 func caseNames() []string { return order }

@@ -75,7 +75,7 @@ func TestSuiteNames(t *testing.T) {
 	want := []string{"userq_basic", "userq_many", "userq_priority", "userq_signal_wait", "userq_invalid",
 		"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue", "perf_userq_vs_kq",
 		"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
-		"shader_endless", "inject_mes_hang"}
+		"shader_endless", "inject_mes_hang", "inject_eop_lost"}
 	if !slices.Equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
