@@ -93,6 +93,18 @@ func TestSuiteBoots(t *testing.T) {
 			}
 		}
 	}
+	// The DRM suite with every case: the plain cases by name, then each inject case's boot;
+	// with its cases unknown (vgpu-drmtest could not list them), one boot of everything.
+	drm := []string{"userq_basic", "inject_mes_hang", "kernel_queue", "inject_eop_lost"}
+	got := suiteBoots(images.SuiteDRM, nil, nil, drm)
+	if len(got) != 3 || got[0].testArgs != "--tests userq_basic,kernel_queue" ||
+		got[1].testArgs != "--tests inject_mes_hang --inject-rules" || got[1].rules != injectRules(images.SuiteDRM, "inject_mes_hang") ||
+		got[2].testArgs != "--tests inject_eop_lost --inject-rules" || got[2].rules != injectRules(images.SuiteDRM, "inject_eop_lost") {
+		t.Errorf("DRM suite, every case: %+v", got)
+	}
+	if got := suiteBoots(images.SuiteDRM, nil, nil, nil); len(got) != 1 || got[0].testArgs != "" || got[0].rules != "" {
+		t.Errorf("DRM suite, cases unknown: %+v", got)
+	}
 	// The boot's device: the configured rules and the boot's.
 	cfg := device.DefaultConfig()
 	cfg.Inject, _ = device.ParseInjections("tlb.stale")
