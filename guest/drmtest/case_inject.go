@@ -45,16 +45,23 @@ func debugfsCount(t *T, file, prefix string) int {
 // The rules of inject_mes_hang: the boot's second ADD_QUEUE frame never completes.
 const injectMESHangRules = "mes.hang:op=ADD_QUEUE,n=2"
 
-// injectMESHang: "MES failed to respond". A queue is created and runs a job; the next CREATE's
-// ADD_QUEUE frame is never answered (the rule): the ioctl fails with ETIMEDOUT after the
-// driver's MES timeout, and the driver resets the scheduler and adds the first queue again
-// (QUERY_STATUS: RESET; its next job runs). A new queue can be created and runs a job.
+// injectMESHang: "MES failed to respond". A queue is created, runs a job and is given one
+// that never finishes; the next CREATE's ADD_QUEUE frame is never answered (the rule): the
+// ioctl fails with ETIMEDOUT after the driver's MES timeout, and the driver resets the
+// scheduler and adds the first queue again with its pending work discarded (QUERY_STATUS:
+// RESET; its next job runs). A new queue can be created and runs a job.
 func injectMESHang(t *T) {
 	needInjection(t, injectMESHangRules)
 	d := openDev(t)
 	resets := debugfsCount(t, "vgpu_mes", "scheduler resets:")
 	old := newQueue(t, d, drm.QueueConfig{})
 	run(t, old, pm4.WriteMem(old.ScratchVA(0), 0x01D))
+	// Work that can never finish (no SIGNAL: no hang timer): the reset must discard it.
+	endless, err := old.Job(pm4.WaitMem(old.ScratchVA(2), 0xDEAD))
+	t.Check(err, "submit an endless job to the first queue")
+	if f := old.UserFence(); f >= endless {
+		t.Fatalf("the endless job's fence %d reached its end %d", f, endless)
+	}
 
 	start := time.Now()
 	lost, err := d.NewQueue(drm.QueueConfig{})
@@ -83,9 +90,13 @@ func injectMESHang(t *T) {
 	if st != drm.VGPU_USERQ_QUERY_STATUS_FLAGS_RESET {
 		t.Errorf("QUERY_STATUS of the queue created before the reset: flags %#x, want RESET (%#x) only", st, drm.VGPU_USERQ_QUERY_STATUS_FLAGS_RESET)
 	}
+	// Its endless job was discarded with the old scheduler: the next job runs.
 	run(t, old, pm4.WriteMem(old.ScratchVA(1), 0x01D2))
 	if got := old.Scratch(1); got != 0x01D2 {
 		t.Errorf("the first queue's job after the reset wrote %#x, want 0x1d2", got)
+	}
+	if f := old.UserFence(); f <= endless {
+		t.Errorf("the first queue's fence %d after its job, want beyond the discarded job's end %d", f, endless)
 	}
 
 	// A new queue works: the scheduler answers again.
