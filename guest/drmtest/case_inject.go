@@ -63,6 +63,8 @@ func injectMESHang(t *T) {
 		t.Fatalf("the endless job's fence %d reached its end %d", f, endless)
 	}
 
+	bos, err := readDebugfs("vgpu_bos")
+	t.Check(err, "read vgpu_bos")
 	start := time.Now()
 	lost, err := d.NewQueue(drm.QueueConfig{})
 	took := time.Since(start).Round(time.Millisecond)
@@ -74,6 +76,11 @@ func injectMESHang(t *T) {
 		t.Fatalf("CREATE with its ADD_QUEUE unanswered: %v after %v, want ETIMEDOUT", err, took)
 	}
 	t.Logf("CREATE with its ADD_QUEUE unanswered: %v after %v", err, took)
+	// The frame went with the old ring: the failed CREATE freed its MQD, gang context and GART
+	// window rather than leaking them for a scheduler that might still run it.
+	if after, err := readDebugfs("vgpu_bos"); err != nil || after != bos {
+		t.Errorf("vgpu_bos before the failed CREATE:\n%s\nafter it (%v):\n%s", bos, err, after)
+	}
 	if n := debugfsCount(t, "vgpu_mes", "scheduler resets:"); n != resets+1 {
 		t.Errorf("vgpu_mes: %d scheduler resets, want %d", n, resets+1)
 	}
