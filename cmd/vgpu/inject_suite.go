@@ -17,20 +17,49 @@ import (
 // each needs the device to run with its fault-injection rules, so `vgpu run` boots it in a
 // boot of its own with those rules and the module parameter inject_rules=1. (Their C sources
 // name the same rules, in their skip and failure messages; a test keeps the two equal.)
-var ktapInjectCases = []struct{ name, rules string }{
+var ktapInjectCases = []injectCase{
 	{"inject_eop_lost", "iv.drop:src=CP_EOP,n=1"},
 	{"inject_mes_hang", "mes.hang:op=MISC,n=1"},
 	{"inject_dma_fail", "dma.fail:iova=0-0xffffffffffffffff,dir=write,n=1; dma.fail:iova=0-0xffffffffffffffff,dir=write,n=3"},
 }
 
-// injectRules returns the rules of an inject case ("" for any other case).
-func injectRules(name string) string {
-	for _, c := range ktapInjectCases {
+// drmInjectCases are vgpu-drmtest's cases of vgpu_drm.ko's recovery paths
+// (guest/drmtest/case_inject*.go), booted the same way with vgpu-drmtest's --inject-rules.
+var drmInjectCases = []injectCase{
+	{"inject_mes_hang", "mes.hang:op=ADD_QUEUE,n=2"},
+	{"inject_eop_lost", "iv.drop:src=CP_EOP,n=1"},
+}
+
+type injectCase struct{ name, rules string }
+
+// injectCases are a suite's inject cases.
+func injectCases(suite string) []injectCase {
+	switch suite {
+	case images.SuiteKTAP:
+		return ktapInjectCases
+	case images.SuiteDRM:
+		return drmInjectCases
+	}
+	return nil
+}
+
+// injectRules returns the rules of a suite's inject case ("" for any other case).
+func injectRules(suite, name string) string {
+	for _, c := range injectCases(suite) {
 		if c.name == name {
 			return c.rules
 		}
 	}
 	return ""
+}
+
+// injectArg is what an inject boot adds to the suite's arguments: vgpu_test's module
+// parameter, vgpu-drmtest's flag.
+func injectArg(suite string) string {
+	if suite == images.SuiteDRM {
+		return " --inject-rules"
+	}
+	return " inject_rules=1"
 }
 
 // suiteRun is one boot of a suite: its image, its share of --tests as module or program
@@ -45,11 +74,12 @@ type suiteRun struct {
 	rules    string   // ... and their rules, as the table writes them
 }
 
-// suiteBoots splits a suite's selection (sel; empty: every case of all) into its boots: the
-// cases without rules in one, each rule set's cases in one of their own. Only the KTAP suite
-// has inject cases.
+// suiteBoots splits a suite's selection (sel; empty: every case of all, the suite's cases)
+// into its boots: the cases without rules in one, each rule set's cases in one of their own.
+// With all unknown (nil: vgpu-drmtest could not list its cases) and nothing selected, one boot
+// runs every case (its inject cases skip).
 func suiteBoots(name string, img *images.GuestImage, sel, all []string) []suiteRun {
-	if name != images.SuiteKTAP {
+	if len(injectCases(name)) == 0 || (len(sel) == 0 && len(all) == 0) {
 		return []suiteRun{{name: name, img: img, testArgs: suiteTestArgs(name, sel)}}
 	}
 	chosen := sel
@@ -60,7 +90,7 @@ func suiteBoots(name string, img *images.GuestImage, sel, all []string) []suiteR
 	byRules := map[string][]string{}
 	var order []string
 	for _, c := range chosen {
-		r := injectRules(c)
+		r := injectRules(name, c)
 		if r == "" {
 			plain = append(plain, c)
 			continue
@@ -81,10 +111,10 @@ func suiteBoots(name string, img *images.GuestImage, sel, all []string) []suiteR
 	for _, r := range order {
 		rules, err := device.ParseInjections(r)
 		if err != nil {
-			panic(fmt.Sprintf("ktapInjectCases: %v", err)) // TestInjectCaseTable keeps this from shipping
+			panic(fmt.Sprintf("%s inject cases: %v", name, err)) // TestInjectCaseTable keeps this from shipping
 		}
 		cs := byRules[r]
-		out = append(out, suiteRun{name: name, img: img, testArgs: suiteTestArgs(name, cs) + " inject_rules=1",
+		out = append(out, suiteRun{name: name, img: img, testArgs: suiteTestArgs(name, cs) + injectArg(name),
 			inject: rules, cases: cs, rules: r})
 	}
 	return out

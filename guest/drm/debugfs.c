@@ -175,6 +175,9 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	seq_printf(m, "frames sent: %u failed: %u last error: %s (%s)\n", mes->frames,
 		   mes->failures, vgpu_mes_err_name(mes->last_reason),
 		   vgpu_mes_op_name(mes->last_op));
+	seq_printf(m, "scheduler resets: %u failed: %u last unanswered: %s; queues added again: %u\n",
+		   mes->resets, mes->reset_failures,
+		   mes->resets ? vgpu_mes_op_name(mes->last_hung_op) : "-", vdev->userq.readds);
 	seq_printf(m, "MES_FRAMES %u MES_FRAME_ERRORS %u MES_QUEUES %u MES_MAPPED %u MES_HUNG %u MES_PROCESSES %u\n",
 		   vgpu_rd(vdev, VGPU_REG_MES_FRAMES), vgpu_rd(vdev, VGPU_REG_MES_FRAME_ERRORS),
 		   vgpu_rd(vdev, VGPU_REG_MES_QUEUES), vgpu_rd(vdev, VGPU_REG_MES_MAPPED),
@@ -194,6 +197,8 @@ static int vgpu_mes_show(struct seq_file *m, void *unused)
 	seq_printf(m, "kernel queue: slot %u jobs %llu timeouts %u resets %u errors %u\n",
 		   vdev->kq.slot, vdev->kq.jobs, vdev->kq.timeouts, vdev->kq.resets,
 		   vdev->kq.errors);
+	seq_printf(m, "kernel queue fallback: %u fences signalled from memory without their interrupt\n",
+		   vdev->kq.lost_irqs);
 	mutex_lock(&mes->lock);
 	vgpu_mes_log_tail(m, vdev, 16);
 	mutex_unlock(&mes->lock);

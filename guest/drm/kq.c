@@ -211,6 +211,7 @@ struct dma_fence *vgpu_kq_emit(struct vgpu_dev *vdev, struct vgpu_kq_job *job)
 	spin_lock_irqsave(&kq->fence_lock, flags);
 	list_add_tail(&f->node, &kq->pending);
 	spin_unlock_irqrestore(&kq->fence_lock, flags);
+	vgpu_kq_fallback_arm(kq);
 	kq->jobs++;
 	/* The packets are in memory before the device hears of them. */
 	wmb();
@@ -219,10 +220,14 @@ struct dma_fence *vgpu_kq_emit(struct vgpu_dev *vdev, struct vgpu_kq_job *job)
 	return &f->base;
 }
 
-/* Signals, in order, every pending fence the fence memory has reached (or all, with error). */
-static void vgpu_kq_signal(struct vgpu_kq *kq, u64 upto, int error)
+/*
+ * Signals, in order, every pending fence up to seqno upto (or all, with error); how many.
+ * fence_lock held.
+ */
+unsigned int vgpu_kq_signal(struct vgpu_kq *kq, u64 upto, int error)
 {
 	struct vgpu_kq_fence *f, *tmp;
+	unsigned int n = 0;
 
 	list_for_each_entry_safe(f, tmp, &kq->pending, node) {
 		if (!error && f->base.seqno > upto)
@@ -232,7 +237,15 @@ static void vgpu_kq_signal(struct vgpu_kq *kq, u64 upto, int error)
 			dma_fence_set_error(&f->base, error);
 		dma_fence_signal_locked(&f->base);
 		dma_fence_put(&f->base);
+		n++;
 	}
+	return n;
+}
+
+/* The last seqno the ring's RELEASE_MEM wrote. */
+u64 vgpu_kq_fence_mem(struct vgpu_kq *kq)
+{
+	return vgpu_kbo_rd64(kq->wb, VGPU_KQ_WB_FENCE);
 }
 
 /* The EOP IV of the kernel queue's slot (interrupt context). */
@@ -296,6 +309,7 @@ int vgpu_kq_init(struct vgpu_dev *vdev)
 	spin_lock_init(&kq->fence_lock);
 	INIT_LIST_HEAD(&kq->pending);
 	kq->fence_context = dma_fence_context_alloc(1);
+	vgpu_kq_fallback_init(kq);
 	kq->size = VGPU_KQ_RING_BYTES / 4;
 	kq->ring = vgpu_kbo_alloc(vdev, VGPU_KQ_RING_BYTES, VGPU_KBO_GART);
 	kq->wb = vgpu_kbo_alloc(vdev, SZ_4K, VGPU_KBO_GART);
@@ -344,6 +358,8 @@ void vgpu_kq_fini(struct vgpu_dev *vdev)
 	vgpu_kq_signal(kq, 0, -ENODEV);
 	spin_unlock_irqrestore(&kq->fence_lock, flags);
 	mutex_unlock(&kq->hw_lock);
+	/* Nothing is pending: the timer does not arm itself again. */
+	vgpu_kq_fallback_fini(kq);
 	vgpu_wr(vdev, VGPU_VM_CONTEXT_REG(VGPU_KQ_VMID, VGPU_REG_VM_CONTEXT_CNTL), 0);
 	vgpu_wr(vdev, VGPU_REG_VM_PASID_LUT_0 + 4 * VGPU_KQ_VMID, 0);
 	vgpu_kbo_free(vdev, kq->wb);

@@ -10,6 +10,9 @@
  *    (VRAM clears, BO copies: DMA_DATA through the FB aperture or the GART).
  *  - The job's hardware fence is a RELEASE_MEM of its 64-bit seqno with an interrupt; the EOP
  *    IV (vgpu_kq_irq) signals every fence the memory has reached.
+ *  - A lost EOP interrupt (kq_fallback.c): a timer reads the fence memory while fences are
+ *    pending, as amdgpu's fence fallback timer, signals what the ring wrote long enough ago and
+ *    counts it; the job completes, no reset.
  *  - The scheduler's job timeout (kq_timeout_ms), or a CP error IV of the slot, resets the HQD
  *    (DEQUEUE_RESET) and restarts the ring: the guilty job ends with -ETIME, the others run
  *    again in order.
@@ -20,6 +23,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/types.h>
 
 #include <drm/gpu_scheduler.h>
@@ -54,9 +58,13 @@ struct vgpu_kq {
 	struct drm_sched_entity kentity;	/* the driver's own jobs */
 	struct mutex kentity_lock;	/* arm + push of kentity jobs in order */
 	bool up;
+	/* kq_fallback.c: fences the ring wrote whose interrupt never came. */
+	struct timer_list fallback;
+	u64 fallback_seen;		/* the fence memory at the timer's last look */
 	/* Counters for debugfs. */
 	u64 jobs;
 	u32 timeouts, resets, errors;
+	u32 lost_irqs;			/* fences signalled by the fallback timer */
 };
 
 /* A file's jobs on the kernel queue. */
@@ -87,6 +95,13 @@ void vgpu_kq_fault(struct vgpu_dev *vdev);
 /* kq.c: the ring (run_job and the reset) */
 struct dma_fence *vgpu_kq_emit(struct vgpu_dev *vdev, struct vgpu_kq_job *job);
 int vgpu_kq_hw_reset(struct vgpu_dev *vdev);
+unsigned int vgpu_kq_signal(struct vgpu_kq *kq, u64 upto, int error);
+u64 vgpu_kq_fence_mem(struct vgpu_kq *kq);
+
+/* kq_fallback.c */
+void vgpu_kq_fallback_init(struct vgpu_kq *kq);
+void vgpu_kq_fallback_arm(struct vgpu_kq *kq);
+void vgpu_kq_fallback_fini(struct vgpu_kq *kq);
 
 /* kq_sched.c */
 extern const struct drm_sched_backend_ops vgpu_kq_sched_ops;

@@ -153,8 +153,11 @@ int vgpu_mes_submit_locked(struct vgpu_dev *vdev, u32 *f, u32 *reason)
 		return -ENODEV;
 	/* Room for two frames: at most frames/2 - 1 submissions in flight (here: one). */
 	if (m->seq + 2 > frames / 2 &&
-	    !vgpu_mes_fence_wait(m, m->seq + 2 - frames / 2, VGPU_MES_TIMEOUT_MS))
+	    !vgpu_mes_fence_wait(m, m->seq + 2 - frames / 2, VGPU_MES_TIMEOUT_MS)) {
+		m->failures++;
+		vgpu_mes_reset_locked(vdev, op);
 		return -ETIMEDOUT;
+	}
 	vgpu_kbo_wr64(m->wb, slot, 0);
 	vgpu_mes_put64(f, sd + VGPU_MES_API_STATUS_FENCE_ADDR, m->wb->gpu + slot);
 	vgpu_mes_put64(f, sd + VGPU_MES_API_STATUS_FENCE_VALUE, 1);
@@ -175,6 +178,8 @@ int vgpu_mes_submit_locked(struct vgpu_dev *vdev, u32 *f, u32 *reason)
 				    vgpu_mes_op_name(op), VGPU_MES_TIMEOUT_MS,
 				    vgpu_rd(vdev, VGPU_REG_MES_STATUS));
 		m->failures++;
+		/* amdgpu's "MES failed to respond": reset the scheduler (mes_reset.c). */
+		vgpu_mes_reset_locked(vdev, op);
 		return -ETIMEDOUT;
 	}
 	/* The ring fence is written after the frame's own status. */
@@ -208,7 +213,7 @@ static bool vgpu_mes_wait_state(struct vgpu_dev *vdev, u32 state)
 }
 
 /* mes_v11_0_queue_init for the scheduler pipe: ring registers while inactive, then active. */
-static int vgpu_mes_ring_start(struct vgpu_dev *vdev)
+int vgpu_mes_ring_start(struct vgpu_dev *vdev)
 {
 	struct vgpu_mes *m = &vdev->mes;
 
@@ -220,6 +225,8 @@ static int vgpu_mes_ring_start(struct vgpu_dev *vdev)
 	writeq(0, vdev->db + VGPU_MES_DB_RING * 4);
 	m->wptr = 0;
 	m->seq = 0;
+	/* The ring fence starts again from 0 (after a reset it holds the old ring's). */
+	vgpu_kbo_wr64(m->wb, VGPU_MES_WB_FENCE, 0);
 	vgpu_wr64(vdev, VGPU_REG_MES_RING_BASE_LO, VGPU_REG_MES_RING_BASE_HI, m->ring->gpu);
 	vgpu_wr(vdev, VGPU_REG_MES_RING_CONTROL,
 		FIELD_PREP(VGPU_REG_MES_RING_CONTROL__QUEUE_SIZE_MASK, ilog2(m->size) - 1));
@@ -243,7 +250,7 @@ static int vgpu_mes_ring_start(struct vgpu_dev *vdev)
  * pipes 0 and 1 but the kernel queue's, no gfx slot, an aggregated doorbell per level and
  * amdgpu's 50 us wptr-shadow poll.
  */
-static int vgpu_mes_set_hw_resources(struct vgpu_dev *vdev)
+int vgpu_mes_set_hw_resources(struct vgpu_dev *vdev)
 {
 	struct vgpu_mes *m = &vdev->mes;
 	u32 f[VGPU_MES_FRAME_DW];
@@ -276,7 +283,7 @@ static int vgpu_mes_set_hw_resources(struct vgpu_dev *vdev)
 	return vgpu_mes_submit_locked(vdev, f, NULL);
 }
 
-static int vgpu_mes_set_log(struct vgpu_dev *vdev)
+int vgpu_mes_set_log(struct vgpu_dev *vdev)
 {
 	struct vgpu_mes *m = &vdev->mes;
 	u32 f[VGPU_MES_FRAME_DW];
@@ -287,7 +294,7 @@ static int vgpu_mes_set_log(struct vgpu_dev *vdev)
 	return vgpu_mes_submit_locked(vdev, f, NULL);
 }
 
-static int vgpu_mes_query_sched(struct vgpu_dev *vdev)
+int vgpu_mes_query_sched(struct vgpu_dev *vdev)
 {
 	u32 f[VGPU_MES_FRAME_DW];
 
@@ -307,7 +314,7 @@ static void vgpu_mes_free(struct vgpu_dev *vdev)
 }
 
 /* Stops the scheduler: its queues stop, its slots return to the kernel. */
-static void vgpu_mes_stop(struct vgpu_dev *vdev)
+void vgpu_mes_stop(struct vgpu_dev *vdev)
 {
 	struct vgpu_mes *m = &vdev->mes;
 
@@ -327,6 +334,7 @@ int vgpu_mes_init(struct vgpu_dev *vdev)
 	int ret;
 
 	mutex_init(&m->lock);
+	vgpu_mes_reset_init(vdev);
 	m->size = VGPU_MES_RING_BYTES / 4;
 	m->ring = vgpu_kbo_alloc(vdev, VGPU_MES_RING_BYTES, VGPU_KBO_GART);
 	m->wb = vgpu_kbo_alloc(vdev, SZ_4K, VGPU_KBO_GART);
@@ -360,6 +368,7 @@ void vgpu_mes_fini(struct vgpu_dev *vdev)
 {
 	if (!vdev->mes.ring)
 		return;
+	vgpu_mes_reset_fini(vdev);
 	vgpu_mes_stop(vdev);
 	vgpu_mes_free(vdev);
 }

@@ -13,13 +13,15 @@
  * RESET (one queue, or detect-and-reset), UPDATE_ROOT_PAGE_TABLE, CHANGE_GANG_PRIORITY, and
  * the per-queue status registers (MES_QUERY_*). Every call sleeps (process context) and is
  * serialised by mes.lock; errors: -EIO (the frame failed: *reason gets the MES_ERR_*),
- * -ETIMEDOUT (MES did not answer), -ENODEV (MES is not running).
+ * -ETIMEDOUT (MES did not answer: the scheduler has been reset, the frame is gone, and the user
+ * queues are being added again, see mes_reset.c), -ENODEV (MES is not running).
  */
 #ifndef VGPU_DRM_MES_H
 #define VGPU_DRM_MES_H
 
 #include <linux/mutex.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 struct vgpu_dev;
 struct vgpu_kbo;
@@ -49,6 +51,12 @@ struct vgpu_mes {
 	u32 frames, failures;	/* frames this driver sent, and failed */
 	u32 last_reason;	/* MES_ERR_* of the last failed frame */
 	u32 last_op;
+	/* mes_reset.c: the scheduler reset after a frame MES did not answer. */
+	bool resetting;		/* a reset's own frames are being sent */
+	u32 resets, reset_failures;
+	u32 last_hung_op;	/* the opcode of the last frame MES did not answer */
+	u64 epoch;		/* the scheduler's lives: +1 at each reset */
+	struct work_struct recover_work;	/* adds the user queues again */
 };
 
 /* What ADD_QUEUE needs (mes_add_queue_input, API version 2: addresses are MC addresses). */
@@ -78,6 +86,16 @@ struct vgpu_mes_queue_status {
 
 int vgpu_mes_init(struct vgpu_dev *vdev);
 void vgpu_mes_fini(struct vgpu_dev *vdev);
+/* mes.c, for mes_reset.c: bring-up steps (mes.lock held) and the stop. */
+int vgpu_mes_ring_start(struct vgpu_dev *vdev);
+int vgpu_mes_set_hw_resources(struct vgpu_dev *vdev);
+int vgpu_mes_set_log(struct vgpu_dev *vdev);
+int vgpu_mes_query_sched(struct vgpu_dev *vdev);
+void vgpu_mes_stop(struct vgpu_dev *vdev);
+/* mes_reset.c */
+void vgpu_mes_reset_init(struct vgpu_dev *vdev);
+void vgpu_mes_reset_fini(struct vgpu_dev *vdev);
+int vgpu_mes_reset_locked(struct vgpu_dev *vdev, u32 op);
 int vgpu_mes_submit(struct vgpu_dev *vdev, u32 *frame, u32 *reason);
 void vgpu_mes_frame(u32 *f, u32 opcode);
 void vgpu_mes_put64(u32 *f, u32 dw, u64 v);
@@ -86,7 +104,7 @@ const char *vgpu_mes_op_name(u32 op);
 
 /* mes_api.c */
 int vgpu_mes_add_queue(struct vgpu_dev *vdev, const struct vgpu_mes_add_queue *in,
-		       u32 *reason);
+		       u32 *reason, u64 *epoch);
 int vgpu_mes_remove_queue(struct vgpu_dev *vdev, u32 doorbell, u64 gang_ctx, u32 *reason);
 int vgpu_mes_suspend(struct vgpu_dev *vdev, u64 gang_ctx, u32 *reason);
 int vgpu_mes_resume(struct vgpu_dev *vdev, u64 gang_ctx, u32 *reason);

@@ -10,9 +10,10 @@
 
 /* ADD_QUEUE of one compute queue, one queue per gang (mes_userq_map). */
 int vgpu_mes_add_queue(struct vgpu_dev *vdev, const struct vgpu_mes_add_queue *in,
-		       u32 *reason)
+		       u32 *reason, u64 *epoch)
 {
 	u32 f[VGPU_MES_FRAME_DW];
+	int ret;
 
 	vgpu_mes_frame(f, VGPU_MES_SCH_API_ADD_QUEUE);
 	f[VGPU_MES_ADD_QUEUE_DW_PROCESS_ID] = in->pasid;
@@ -35,7 +36,12 @@ int vgpu_mes_add_queue(struct vgpu_dev *vdev, const struct vgpu_mes_add_queue *i
 	f[VGPU_MES_ADD_QUEUE_DW_FLAGS] =
 		in->suspended ? VGPU_MES_ADD_QUEUE_FLAG_IS_GANG_SUSPENDED_MASK : 0;
 	vgpu_mes_put64(f, VGPU_MES_ADD_QUEUE_DW_UNMAP_FLAG_ADDR, in->unmap_flag);
-	return vgpu_mes_submit(vdev, f, reason);
+	/* The scheduler's life the queue was added in: a reset forgets it (mes_reset.c). */
+	mutex_lock(&vdev->mes.lock);
+	ret = vgpu_mes_submit_locked(vdev, f, reason);
+	*epoch = vdev->mes.epoch;
+	mutex_unlock(&vdev->mes.lock);
+	return ret;
 }
 
 /* REMOVE_QUEUE (mes_userq_unmap). A hung queue must be RESET first (MES_ERR_QUEUE_HUNG). */

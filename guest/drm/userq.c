@@ -248,8 +248,11 @@ static int vgpu_userq_create(struct vgpu_file *vf, union drm_vgpu_userq *args)
 		goto err_db;
 	vgpu_userq_mqd_init(q);
 	ret = vgpu_userq_map(q);
-	if (ret == -ETIMEDOUT) {
-		/* MES may still run the frame later: it must not find freed pages then. */
+	if (ret == -ETIMEDOUT && !READ_ONCE(vdev->mes.running)) {
+		/*
+		 * MES may still run the frame later: it must not find freed pages then. (When the
+		 * scheduler reset worked, the frame is gone with the old ring: mes_reset.c.)
+		 */
 		drm_err(&vdev->drm, "userq: ADD_QUEUE not answered: MQD, gang context and wptr window leaked\n");
 		q->mqd = NULL;
 		q->gang = NULL;

@@ -93,6 +93,7 @@ struct vgpu_userq {
 	bool mes_hung;			/* MES said so (IV): reset at the next hang check */
 	bool added;			/* MES knows it (ADD_QUEUE done, no REMOVE since) */
 	bool evicted;			/* removed by an eviction, to be added back */
+	u64 mes_epoch;			/* the scheduler life it was added in (mes_reset.c) */
 	u64 queue_size;
 	struct vgpu_userq_va va[VGPU_USERQ_VA_RANGES];
 	struct vgpu_kbo *mqd;		/* v11 compute MQD, VMID 0 (GART) */
@@ -136,6 +137,7 @@ struct vgpu_userq_dev {
 	u32 eop_unknown;		/* ... for no queue of ours */
 	u32 hung_irqs;
 	u32 resets;			/* queues reset for a hang */
+	u32 readds;			/* queues added again after a scheduler reset */
 	atomic_t pages_freeing;		/* fence-page frees queued (fence.c) */
 };
 
@@ -172,6 +174,9 @@ void vgpu_userq_hang_init(struct vgpu_userq *q);
 void vgpu_userq_hang_arm(struct vgpu_userq *q);
 void vgpu_userq_hang_progress(struct vgpu_userq *q, bool pending);
 int vgpu_userq_reset(struct vgpu_userq *q);
+
+/* userq_reset.c: after a scheduler reset, the queues MES forgot (process context). */
+void vgpu_userq_mes_restarted(struct vgpu_dev *vdev);
 
 /* userq_vm.c: reading the user's wptr, finding the BO behind a VA (vm->lock held). */
 int vgpu_userq_read_u64(struct vgpu_file *vf, u64 va, u64 *val);

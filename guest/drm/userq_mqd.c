@@ -125,7 +125,7 @@ int vgpu_userq_map(struct vgpu_userq *q)
 	u32 reason = 0;
 	int ret;
 
-	ret = vgpu_mes_add_queue(vdev, &in, &reason);
+	ret = vgpu_mes_add_queue(vdev, &in, &reason, &q->mes_epoch);
 	q->adds++;
 	if (ret == -EIO) {
 		q->last_reason = reason;

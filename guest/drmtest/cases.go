@@ -13,6 +13,7 @@ var order = []string{
 	"perf_userq_vs_kq",
 	"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
 	"shader_endless",
+	"inject_mes_hang", "inject_eop_lost",
 }
 
 var suite = map[string]func(*T){
@@ -34,6 +35,8 @@ var suite = map[string]func(*T){
 	"shader_bad":        shaderBad,
 	"shader_preempt":    shaderPreempt,
 	"shader_endless":    shaderEndless,
+	"inject_mes_hang":   injectMESHang,
+	"inject_eop_lost":   injectEOPLost,
 }
 
 func caseNames() []string { return order }

@@ -4,8 +4,11 @@
 // system call per job), syncobjs, the driver's kernel queue — and prints KTAP version 1 on
 // stdout, with performance figures as "# perf <name> <value> <unit>" lines.
 //
-//	vgpu-drmtest [--tests a,b] [--iommu-mode off|on] [--list]
+//	vgpu-drmtest [--tests a,b] [--iommu-mode off|on] [--inject-rules] [--list]
 //
+// --inject-rules says the device runs with the fault-injection rules of the inject cases
+// (case_inject.go): vgpu run gives it only to the boot it starts with those rules; without it
+// those cases skip ("needs injection").
 // It exits 0 when it ran (failures are in the KTAP), 2 on a usage error. Cases that need
 // other processes re-execute /proc/self/exe with --child.
 package main
@@ -29,6 +32,7 @@ type options struct {
 	child     string // --child MODE: run a helper process of a case
 	childArgs []string
 	caseLimit time.Duration
+	injected  bool // --inject-rules
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -38,6 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs.StringVar(&o.iommuMode, "iommu-mode", "", "the guest's IOMMU mode (off, on), printed as a diagnostic")
 	fs.BoolVar(&o.list, "list", false, "print the case names and exit")
+	fs.BoolVar(&o.injected, "inject-rules", false, "the device runs with the inject cases' fault-injection rules (vgpu run's inject boots)")
 	fs.StringVar(&o.child, "child", "", "internal: run a case's helper process")
 	fs.DurationVar(&o.caseLimit, "case-timeout", 90*time.Second, "a case still running after this fails and ends the run")
 	if err := fs.Parse(args); err != nil {
@@ -100,6 +105,7 @@ func main() {
 		fmt.Println(strings.Join(caseNames(), "\n"))
 		return
 	}
+	injected = o.injected
 	k := ktap.New(os.Stdout, len(o.tests))
 	k.Diag("vgpu-drmtest: iommu-mode %s", orDash(o.iommuMode))
 	runSuite(k, o)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"vgpu/guest/drmtest/ktap"
 )
 
 func TestSelectCases(t *testing.T) {
@@ -48,6 +50,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--tests=vram_bo"}, func(o *options) bool { return slices.Equal(o.tests, []string{"vram_bo"}) }, false},
 		{[]string{"--child", "many", "3"}, func(o *options) bool { return o.child == "many" && slices.Equal(o.childArgs, []string{"3"}) }, false},
 		{[]string{"--case-timeout", "10s"}, func(o *options) bool { return o.caseLimit == 10*time.Second }, false},
+		{[]string{"--tests", "inject_mes_hang", "--inject-rules"}, func(o *options) bool { return o.injected }, false},
+		{[]string{"--tests", "inject_mes_hang"}, func(o *options) bool { return !o.injected }, false},
 		{[]string{"stray"}, nil, true},
 		{[]string{"--tests", "userq_nope"}, nil, true},
 		{[]string{"--bogus"}, nil, true},
@@ -71,7 +75,7 @@ func TestSuiteNames(t *testing.T) {
 	want := []string{"userq_basic", "userq_many", "userq_priority", "userq_signal_wait", "userq_invalid",
 		"userq_hang", "userq_evict", "userq_kill", "vram_bo", "protected_fence", "kernel_queue", "perf_userq_vs_kq",
 		"shader_vector_add", "shader_atomics", "shader_ids_2d", "shader_bad", "shader_preempt",
-		"shader_endless"}
+		"shader_endless", "inject_mes_hang", "inject_eop_lost"}
 	if !slices.Equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
@@ -122,6 +126,19 @@ func TestStatsAndRatio(t *testing.T) {
 		jr, lr, line := ratioLine(c.uj, c.kj, c.ul, c.kl)
 		if jr != c.jr || lr != c.lr || !strings.Contains(line, c.jobs) || !strings.Contains(line, c.late) {
 			t.Errorf("ratioLine(%v, %v, %v, %v) = %v, %v, %q", c.uj, c.kj, c.ul, c.kl, jr, lr, line)
+		}
+	}
+}
+
+// TestInjectCasesSkip: without --inject-rules an inject case skips with "needs injection" and
+// its rules, before it opens the device (here there is none).
+func TestInjectCasesSkip(t *testing.T) {
+	injected = false
+	for name, rules := range injectCaseRules {
+		c := &T{name: name, k: ktap.New(io.Discard, 1)}
+		c.run(suite[name])
+		if len(c.errors()) > 0 || !strings.HasPrefix(c.skip, "needs injection") || !strings.Contains(c.skip, "'"+rules+"'") {
+			t.Errorf("%s without --inject-rules: skip %q, errors %v", name, c.skip, c.errors())
 		}
 	}
 }
