@@ -52,7 +52,7 @@ func TestGuestSuite(t *testing.T) {
 			dev := device.DefaultConfig()
 			dev.Doorbells = tc.doorbell
 			res, err := boot.Run(context.Background(), boot.Config{
-				QEMU: inst, Guest: guest, Device: dev, IOMMU: tc.iommu,
+				QEMU: inst, Guest: guest, Device: dev, IOMMU: tc.iommu, TestArgs: raceGuestArgs,
 				Dir: dir, Log: testWriter{t},
 			})
 			if err != nil {
