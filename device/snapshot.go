@@ -286,9 +286,13 @@ func (d *Device) writeVRAM(sw *snapWriter) {
 	sw.put(secVRAM)
 	sw.put(8 + uint64(len(pages))*pageEntry)
 	sw.put(uint64(len(pages)))
+	// Each page is copied before it is written: the file and the checksum must see the same
+	// bytes, and the guest's CPU may write the page between the two.
+	buf := make([]byte, vramPageSize)
 	for _, p := range pages {
 		sw.put(p)
-		sw.raw(mem[p*vramPageSize : (p+1)*vramPageSize])
+		copy(buf, mem[p*vramPageSize:(p+1)*vramPageSize])
+		sw.raw(buf)
 	}
 }
 

@@ -440,3 +440,36 @@ func TestSnapshotMES(t *testing.T) {
 		t.Errorf("snapshot with MES halted: %v", err)
 	}
 }
+
+// TestSnapshotWhileCPUWritesVRAM: the guest's CPU is not stopped by a snapshot, so a page may
+// change while it is written; the file must still be whole (its checksum over the bytes it
+// holds) and restore.
+func TestSnapshotWhileCPUWritesVRAM(t *testing.T) {
+	dev := newSharedDevice(t)
+	mem := dev.vram.Bytes()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := uint64(1); ; v++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for off := 0; off < vramPageSize; off += 8 {
+				binary.LittleEndian.PutUint64(mem[3*vramPageSize+off:], v)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 20 {
+		var file bytes.Buffer
+		if err := dev.SaveSnapshot(&file); err != nil {
+			t.Fatal(err)
+		}
+		if err := newSharedDevice(t).RestoreSnapshot(&file); err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+	}
+}
