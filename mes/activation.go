@@ -74,7 +74,11 @@ type activation struct {
 	timerAt    time.Time // when timer fires (zero: not armed); see sleep
 	buf        [abi.MES_API_FRAME_DWORDS * 4]byte
 	scratch    [8]byte
-	mqdBuf     []byte
+	// io is the buffer of the MQD and context reads and writes of a map and an unmap (one
+	// at a time: Memory copies): a local array would escape to the heap through Memory.
+	io     [abi.MES_CTX_BYTES]byte
+	evBuf  [abi.MES_EVENT_BYTES + 4]byte // an event record and the log header (evlog.go)
+	mqdBuf []byte
 }
 
 func newActivation(m *MES, rc ringConfig) *activation {

@@ -214,10 +214,10 @@ func (a *activation) reportQueueRptr(q *queue) {
 		return
 	}
 	defer a.leave()
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(q.rptr&(q.ringDwords()-1)))
+	b := a.io[:4]
+	binary.LittleEndian.PutUint32(b, uint32(q.rptr&(q.ringDwords()-1)))
 	acc := engine.Access{VMID: p.vmid, Slot: -1, Bypass: true, Client: abi.VM_CID_CPC}
-	if err := a.m.cfg.Memory.Write(acc, q.img.ReportAddr, b[:]); err != nil {
+	if err := a.m.cfg.Memory.Write(acc, q.img.ReportAddr, b); err != nil {
 		a.m.limiter.Warn(logKeySave, "mes: rptr report unwritable", "doorbell", q.doorbell, "addr", q.img.ReportAddr, "err", err)
 	}
 }
