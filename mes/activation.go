@@ -71,9 +71,14 @@ type activation struct {
 	pollWait   time.Duration // current wptr-poll period (backs off)
 	nextPoll   time.Time
 	timer      *time.Timer
+	timerAt    time.Time // when timer fires (zero: not armed); see sleep
 	buf        [abi.MES_API_FRAME_DWORDS * 4]byte
 	scratch    [8]byte
-	mqdBuf     []byte
+	// io is the buffer of the MQD and context reads and writes of a map and an unmap (one
+	// at a time: Memory copies): a local array would escape to the heap through Memory.
+	io     [abi.MES_CTX_BYTES]byte
+	evBuf  [abi.MES_EVENT_BYTES + 4]byte // an event record and the log header (evlog.go)
+	mqdBuf []byte
 }
 
 func newActivation(m *MES, rc ringConfig) *activation {
@@ -183,7 +188,7 @@ func (a *activation) notify(slot int) {
 // run is the scheduler goroutine.
 func (a *activation) run() {
 	defer a.m.wg.Done()
-	a.timer = time.NewTimer(time.Hour)
+	a.timer, a.timerAt = time.NewTimer(time.Hour), time.Now().Add(time.Hour)
 	defer a.timer.Stop()
 	if reason := a.checkRing(); reason != 0 {
 		a.haltRing(reason, "API ring configuration invalid")
@@ -201,11 +206,15 @@ func (a *activation) run() {
 			return // ring halted or revoked
 		}
 		a.schedule(now)
-		a.sleep(a.nextDeadline(now))
+		a.sleep(now, a.nextDeadline(now))
 	}
 }
 
-func (a *activation) sleep(d time.Duration) {
+// sleep waits for an event, the stop, or d (from the pass's start, now). The timer is armed
+// again only for a deadline earlier than the one it is armed for: a later one is met by
+// waking at the armed time, whose pass arms the timer anew. Re-arming and stopping the timer
+// in every pass cost a sizeable part of a short pass (a switch is about two of them).
+func (a *activation) sleep(now time.Time, d time.Duration) {
 	if d <= 0 {
 		select {
 		case <-a.wake:
@@ -213,13 +222,15 @@ func (a *activation) sleep(d time.Duration) {
 		}
 		return
 	}
-	a.timer.Reset(d)
+	if at := now.Add(d); a.timerAt.IsZero() || at.Before(a.timerAt) {
+		a.timer.Reset(d)
+		a.timerAt = at
+	}
 	select {
 	case <-a.wake:
-		a.timer.Stop()
 	case <-a.timer.C:
+		a.timerAt = time.Time{}
 	case <-a.stop:
-		a.timer.Stop()
 	}
 }
 

@@ -22,7 +22,7 @@ func (a *activation) event(kind, reason uint32, slot int, prio uint32, doorbell 
 	if l.addr == 0 {
 		return
 	}
-	var r [abi.MES_EVENT_BYTES]byte
+	r := a.evBuf[:abi.MES_EVENT_BYTES] // every field below is written
 	if slot < 0 {
 		slot = noSlot
 	}
@@ -38,9 +38,9 @@ func (a *activation) event(kind, reason uint32, slot int, prio uint32, doorbell 
 	put(abi.MES_EVT_DW_VMID_PASID, vmidPasid)
 	put(abi.MES_EVT_DW_SEQ, uint32(l.n))
 	at := l.addr + (1+l.n%l.entries)*abi.MES_EVENT_BYTES
-	var hdr [4]byte
-	binary.LittleEndian.PutUint32(hdr[:], uint32(l.n+1))
-	if err := a.write(at, r[:]); err != nil || a.write(l.addr, hdr[:]) != nil {
+	hdr := a.evBuf[abi.MES_EVENT_BYTES:]
+	binary.LittleEndian.PutUint32(hdr, uint32(l.n+1))
+	if err := a.write(at, r); err != nil || a.write(l.addr, hdr) != nil {
 		if err != errRevoked {
 			a.m.limiter.Warn(logKeyLog, "mes: event log unwritable: logging off", "addr", l.addr, "err", err)
 		}

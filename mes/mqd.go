@@ -50,18 +50,18 @@ func (q *queue) ringDwords() uint64 {
 // ADD_QUEUE (later maps that fail to load halt the queue).
 func (a *activation) loadMQD(q *queue) *frameErr {
 	b := a.mqdBuf[:hqdBytes]
-	var hdr, fence [8]byte
+	hdr, fence := a.io[:8], a.io[8:16]
 	if err := a.read(q.mqd, hdr[:4]); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "mqd_addr %#x: %v", q.mqd, err)
 	}
-	if h := binary.LittleEndian.Uint32(hdr[:]); h != abi.MES_MQD_HEADER {
+	if h := binary.LittleEndian.Uint32(hdr); h != abi.MES_MQD_HEADER {
 		return fail(abi.MES_ERR_BAD_MQD, "MQD header %#08x (want %#08x)", h, abi.MES_MQD_HEADER)
 	}
 	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
 	lay := q.layout()
-	if err := a.read(q.mqd+lay.fenceLo*4, fence[:]); err != nil {
+	if err := a.read(q.mqd+lay.fenceLo*4, fence); err != nil {
 		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
 	if len(q.hqd) != hqdBytes {
@@ -75,7 +75,7 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 		q.img.Control &= abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK // CP_GFX_HQD_CNTL: only RB_BUFSZ means the same
 	}
 	q.img.ReportAddr = uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_PQ_RPTR_REPORT_ADDR_LO))
-	q.img.FenceAddr = binary.LittleEndian.Uint64(fence[:])
+	q.img.FenceAddr = binary.LittleEndian.Uint64(fence)
 	if lay.ib { // a compute MQD: the context save area of its shader dispatches
 		q.img.CSABase = uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_HI))<<32 | uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_BASE_ADDR_LO))
 		q.img.CSASize = uint64(d(abi.MES_MQD_DW_CP_HQD_CTX_SAVE_SIZE))
@@ -153,13 +153,13 @@ func (a *activation) putIB(q *queue, put func(dw uint64, v uint32)) {
 
 // writeFlags writes IS_QUEUE_UNMAP (and the ADD_QUEUE unmap flag): 1 unmapped, 0 mapped.
 func (a *activation) writeFlags(q *queue, unmapped uint32) {
-	var v [4]byte
-	binary.LittleEndian.PutUint32(v[:], unmapped)
-	if err := a.write(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4, v[:]); err != nil {
+	v := a.io[:4]
+	binary.LittleEndian.PutUint32(v, unmapped)
+	if err := a.write(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4, v); err != nil {
 		a.saveFailed(q, err)
 	}
 	if q.unmapFlag != 0 {
-		if err := a.write(q.unmapFlag, v[:]); err != nil {
+		if err := a.write(q.unmapFlag, v); err != nil {
 			a.saveFailed(q, err)
 		}
 	}
@@ -167,10 +167,10 @@ func (a *activation) writeFlags(q *queue, unmapped uint32) {
 
 // writeMapped records a map in the MQD: ACTIVE 1, the VMID MES gave, IS_QUEUE_UNMAP 0.
 func (a *activation) writeMapped(q *queue) {
-	var v [8]byte
-	binary.LittleEndian.PutUint32(v[:], 1)
+	v := a.io[:8]
+	binary.LittleEndian.PutUint32(v, 1)
 	binary.LittleEndian.PutUint32(v[4:], uint32(q.gang.proc.vmid))
-	if err := a.write(q.mqd+abi.MES_MQD_DW_CP_HQD_ACTIVE*4, v[:]); err != nil {
+	if err := a.write(q.mqd+abi.MES_MQD_DW_CP_HQD_ACTIVE*4, v); err != nil {
 		a.saveFailed(q, err)
 	}
 	a.writeFlags(q, 0)
@@ -179,7 +179,8 @@ func (a *activation) writeMapped(q *queue) {
 
 // writeContext writes the gang context (MES_CTX_*): the execution state beyond the MQD's.
 func (a *activation) writeContext(q *queue) {
-	var b [abi.MES_CTX_BYTES]byte
+	b := a.io[:abi.MES_CTX_BYTES]
+	clear(b)
 	put := func(dw uint64, v uint32) { binary.LittleEndian.PutUint32(b[dw*4:], v) }
 	e := &q.img.Exec
 	put(abi.MES_CTX_DW_MAGIC, abi.MES_CTX_MAGIC)
@@ -207,7 +208,7 @@ func (a *activation) writeContext(q *queue) {
 	putDispatches(e, put)
 	q.publish()
 	a.putStatus(q, b[abi.MES_CTX_DW_STATUS*4:])
-	if err := a.write(q.ctx, b[:]); err != nil {
+	if err := a.write(q.ctx, b); err != nil {
 		a.saveFailed(q, err)
 	}
 }
@@ -215,9 +216,9 @@ func (a *activation) writeContext(q *queue) {
 // writeStatus writes only the per-queue status part of the gang context.
 func (a *activation) writeStatus(q *queue) {
 	q.publish()
-	var b [20]byte
-	a.putStatus(q, b[:])
-	if err := a.write(q.ctx+abi.MES_CTX_DW_STATUS*4, b[:]); err != nil {
+	b := a.io[:20]
+	a.putStatus(q, b)
+	if err := a.write(q.ctx+abi.MES_CTX_DW_STATUS*4, b); err != nil {
 		a.saveFailed(q, err)
 	}
 }

@@ -214,10 +214,10 @@ func (a *activation) reportQueueRptr(q *queue) {
 		return
 	}
 	defer a.leave()
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(q.rptr&(q.ringDwords()-1)))
+	b := a.io[:4]
+	binary.LittleEndian.PutUint32(b, uint32(q.rptr&(q.ringDwords()-1)))
 	acc := engine.Access{VMID: p.vmid, Slot: -1, Bypass: true, Client: abi.VM_CID_CPC}
-	if err := a.m.cfg.Memory.Write(acc, q.img.ReportAddr, b[:]); err != nil {
+	if err := a.m.cfg.Memory.Write(acc, q.img.ReportAddr, b); err != nil {
 		a.m.limiter.Warn(logKeySave, "mes: rptr report unwritable", "doorbell", q.doorbell, "addr", q.img.ReportAddr, "err", err)
 	}
 }
@@ -243,15 +243,22 @@ func (a *activation) hang(q *queue, now time.Time) {
 
 // preempt asks a mapped queue to leave its slot.
 func (a *activation) preempt(q *queue, reason uint32, now time.Time) {
+	a.requestPreempt(q, reason, now)
+	// An idle queue stops inside Preempt, and the CP sends no Notify for a stop its caller
+	// made: look at the slot again in the next pass, at once.
+	a.kick()
+}
+
+// requestPreempt is preempt without the next pass: for a caller that looks at the slot
+// itself right after it (a stop inside Preempt is then seen in this pass; any later stop is
+// the CP's to Notify).
+func (a *activation) requestPreempt(q *queue, reason uint32, now time.Time) {
 	q.state = qPreempting
 	q.preemptReason = reason
 	q.preemptReq, q.preemptAt = now, now.Add(a.cfg.preemptGrace[q.gang.level])
 	slot := q.slot
 	a.slotsDo(func(s Slots) { s.Preempt(slot) })
 	a.event(abi.MES_EVT_PREEMPT, reason, slot, q.gang.level, q.doorbell, q.rptr, 0)
-	// An idle queue stops inside Preempt, and the CP sends no Notify for a stop its caller
-	// made: look at the slot again in the next pass, at once.
-	a.kick()
 }
 
 // place maps q into slot; false if its process has no VMID now or the map failed.
@@ -381,9 +388,11 @@ func (a *activation) schedule(now time.Time) {
 		}
 		if waiting[typeIndex(q.qtype)] > 0 || now.Sub(q.idleSince) >= a.cfg.idleGrace[q.gang.level] {
 			slot := q.slot
-			a.preempt(q, abi.MES_UNMAP_IDLE, now)
+			a.requestPreempt(q, abi.MES_UNMAP_IDLE, now)
 			// An idle queue usually stops inside Preempt: free its slot in this pass, for
-			// the waiter below.
+			// the waiter below. No second pass for it then (a pass is most of a switch's
+			// cost); a queue that did not stop inside Preempt (it got work meanwhile) is
+			// the CP's to Notify when it stops, as after any other Preempt that ran.
 			if !a.observeSlot(slot, q, now) {
 				return
 			}
