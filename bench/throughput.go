@@ -139,8 +139,19 @@ const maxCopyBatch = 64 << 20
 // timed region) every copy's destination is compared with its source, so a copy that did not
 // happen, or happened in part, is an error. The Go baseline copies in the same pattern and is
 // checked the same way.
+//
+// Consecutive submissions write two destination areas in turn (and the sources change every
+// second submission, so each destination still changes every time it is written). The check
+// reads a whole area on the goroutine that runs the baseline, which leaves that area in its
+// core's caches: written again next, it would be a warm destination for the baseline's copy
+// and a cold one, held by another core, for the device's, whose copies run on the CP's
+// goroutine. With the areas alternating, either side writes an area that a whole other area's
+// check has passed through the caches since it was last read.
 func Copy(size int) Scenario {
-	const ringDwords = 1 << 16
+	// A ring that holds a whole area's worth of 4 KiB copies (16 Ki packets of 8 dwords), so
+	// a submission's two wake-ups (the doorbell's, the fence interrupt's), which a loaded host
+	// can delay by milliseconds, are spread over as many copies as the areas allow.
+	const ringDwords = 1 << 18
 	dmaPackets := (size + 32<<20 - 1) / (32 << 20) // BYTE_COUNT has 26 bits
 	batch := max(1, min(maxCopyBatch/size, (ringDwords-64)/(8*dmaPackets)))
 	return Scenario{
@@ -158,10 +169,13 @@ func Copy(size int) Scenario {
 					srcs[k][i] = byte(i*7+i>>12) ^ byte(k*0xff)
 				}
 			}
-			dst := func(j int) []byte { return rig.VRAM[vramCopyDst+j*size : vramCopyDst+(j+1)*size] }
-			check := func(what string, k, copies int) error {
+			dst := func(area, j int) []byte {
+				at := vramCopyDst + area*maxCopyBatch + j*size
+				return rig.VRAM[at : at+size]
+			}
+			check := func(what string, sub, copies int) error {
 				for j := range copies {
-					if !bytes.Equal(dst(j), srcs[k]) {
+					if !bytes.Equal(dst(sub%2, j), srcs[sub/2%2]) {
 						return fmt.Errorf("%s of %d bytes to destination %d produced wrong data", what, size, j)
 					}
 				}
@@ -170,13 +184,13 @@ func Copy(size int) Scenario {
 			// sub counts submissions of both sides, so each one's source differs from what
 			// the destinations held before it.
 			seq, sub := uint32(0), 0
-			// The packets of a full submission from each source, encoded once: a driver's
-			// cost of writing them is not the copy engine's.
-			var packets [2][]uint32
+			// The packets of a full submission from each source to each area, encoded once: a
+			// driver's cost of writing them is not the copy engine's.
+			var packets [4][]uint32 // [sub%4]: area sub%2, source sub/2%2
 			for k := range packets {
-				srcGPU := uint64(gartBase) + uint64(k*size)
+				srcGPU := uint64(gartBase) + uint64(k/2%2*size)
 				for j := range batch {
-					dstGPU := uint64(abi.GPU_FB_BASE) + vramCopyDst + uint64(j*size)
+					dstGPU := uint64(abi.GPU_FB_BASE) + vramCopyDst + uint64(k%2*maxCopyBatch+j*size)
 					for off := 0; off < size; off += 32 << 20 {
 						packets[k] = append(packets[k], pm4.DMAData{
 							SrcSel: abi.PM4_DMA_DATA_SEL_ADDR, DstSel: abi.PM4_DMA_DATA_SEL_ADDR,
@@ -190,7 +204,7 @@ func Copy(size int) Scenario {
 			dev := func(n int, c Clock) error {
 				for left := n; left > 0; sub++ {
 					k := min(left, batch)
-					rig.Emit(packets[sub%2][:k*perCopy])
+					rig.Emit(packets[sub%4][:k*perCopy])
 					seq++
 					rig.Emit(pm4.Fence(FenceGPU(), seq, seq, true))
 					if err := rig.Kick(); err != nil {
@@ -200,7 +214,7 @@ func Copy(size int) Scenario {
 						return err
 					}
 					c.StopTimer()
-					err := check("DMA_DATA copy", sub%2, k)
+					err := check("DMA_DATA copy", sub, k)
 					c.StartTimer()
 					if err != nil {
 						return err
@@ -212,11 +226,12 @@ func Copy(size int) Scenario {
 			base := func(n int, c Clock) error {
 				for left := n; left > 0; sub++ {
 					k := min(left, batch)
+					area, src := sub%2, srcs[sub/2%2]
 					for j := range k {
-						copy(dst(j), srcs[sub%2])
+						copy(dst(area, j), src)
 					}
 					c.StopTimer()
-					err := check("Go copy", sub%2, k)
+					err := check("Go copy", sub, k)
 					c.StartTimer()
 					if err != nil {
 						return err

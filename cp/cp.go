@@ -19,6 +19,7 @@ import (
 // active. See the package comment for the threading contract.
 type CP struct {
 	mem                engine.Memory
+	copier             engine.Copier // mem's one-copy path, or nil (asserted once, not per packet)
 	regs               Registers
 	irq                engine.Interrupts
 	tlb                TLBInvalidator
@@ -71,6 +72,7 @@ func New(cfg Config) *CP {
 		notifyFn: cfg.Notify, compute: cfg.Compute,
 		quiet: make(chan struct{}, 1),
 	}
+	c.copier, _ = cfg.Memory.(engine.Copier)
 	if c.limiter == nil {
 		c.limiter = ratelog.New(cfg.Log, 0, 0) // a nil Log discards
 	}

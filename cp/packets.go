@@ -734,7 +734,7 @@ func (q *queue) between(dma bool, off uint64, units int) bool {
 // copyMem copies n bytes from src to dst a chunk at a time (forward; overlapping ranges get
 // chunk-wise results, as undefined on hardware), starting at offset from; dma as for fill.
 func (q *queue) copyMem(srcBypass bool, src uint64, dstBypass bool, dst uint64, n, from uint64, dma bool) error {
-	if c, ok := q.mem.(engine.Copier); ok && srcBypass == dstBypass {
+	if c := q.c.copier; c != nil && srcBypass == dstBypass {
 		for off, units := from, 0; off < n; {
 			if !q.between(dma, off, units) {
 				return errStop

@@ -76,7 +76,7 @@ func TestDirectCopies(t *testing.T) {
 			if tc.bmOff {
 				s.SetBusMaster(false)
 			}
-			before := s.Stats().Faults
+			before := s.Stats()
 			buf := make([]byte, tc.n)
 			for i := range buf {
 				buf[i] = byte(i*13 + 5)
@@ -84,8 +84,16 @@ func TestDirectCopies(t *testing.T) {
 			if got := tc.op(s, buf); got != tc.ok {
 				t.Fatalf("ok = %v, want %v", got, tc.ok)
 			}
-			if f := s.Stats().Faults; f != before {
-				t.Errorf("direct copy counted %d faults", f-before)
+			after := s.Stats()
+			if after.Faults != before.Faults {
+				t.Errorf("direct copy counted %d faults", after.Faults-before.Faults)
+			}
+			moved := uint64(0)
+			if tc.ok {
+				moved = uint64(tc.n)
+			}
+			if got := after.BytesViaMmap - before.BytesViaMmap; got != moved {
+				t.Errorf("BytesViaMmap grew by %d, want %d", got, moved)
 			}
 		})
 	}
@@ -93,6 +101,22 @@ func TestDirectCopies(t *testing.T) {
 
 func TestDirectCopyData(t *testing.T) {
 	s, _ := directSpace(t)
+	// Inside one mapping (the one-lookup path), at an offset into it.
+	one := make([]byte, 4096)
+	for i := range one {
+		one[i] = byte(i*5 + 2)
+	}
+	if !s.CopyIn(0x20100, one) {
+		t.Fatal("CopyIn inside one mapping refused")
+	}
+	back := make([]byte, len(one))
+	if err := s.Read(0x20100, back); err != nil || !bytes.Equal(back, one) {
+		t.Fatalf("Read after CopyIn inside one mapping: err %v, equal %v", err, bytes.Equal(back, one))
+	}
+	clear(back)
+	if !s.CopyOut(back, 0x20100) || !bytes.Equal(back, one) {
+		t.Fatal("CopyOut inside one mapping did not return what CopyIn wrote")
+	}
 	// CopyIn then CopyOut across the mapping boundary.
 	want := make([]byte, 8192)
 	for i := range want {

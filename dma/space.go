@@ -539,20 +539,74 @@ func (s *Space) Stats() Stats {
 
 // CopyOut copies guest memory at iova into p.
 func (s *Space) CopyOut(p []byte, iova uint64) bool {
-	var buf [4][]byte
-	return s.direct(uint64(len(p)), func() bool {
-		src, ok := s.piecesLocked(iova, uint64(len(p)), false, buf[:0])
-		return ok && s.copyPieces([][]byte{p}, src)
-	})
+	return s.copyOne(p, iova, false)
 }
 
 // CopyIn copies p into guest memory at iova.
 func (s *Space) CopyIn(iova uint64, p []byte) bool {
+	return s.copyOne(p, iova, true)
+}
+
+// copyOne is CopyOut (write false) and CopyIn. The usual case — [iova, iova+len(p)) inside
+// one mmapped mapping — is one lookup and one copy; a range over several mappings takes the
+// general path. Both are under one read lock, after the same checks.
+func (s *Space) copyOne(p []byte, iova uint64, write bool) bool {
+	n := uint64(len(p))
+	if n > MaxAccess || s.inj.Has(inject.DMAFail) { // a rule: the checked path decides
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.busMaster {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	if mem, ok := s.withinOneLocked(iova, n, write); ok {
+		if s.duringCopy != nil {
+			s.duringCopy()
+		}
+		var err error
+		if write {
+			err = copyMapped(mem, p)
+		} else {
+			err = copyMapped(p, mem)
+		}
+		if err != nil {
+			return false
+		}
+		s.bytesMmap.Add(n)
+		return true
+	}
 	var buf [4][]byte
-	return s.direct(uint64(len(p)), func() bool {
-		dst, ok := s.piecesLocked(iova, uint64(len(p)), true, buf[:0])
-		return ok && s.copyPieces(dst, [][]byte{p})
-	})
+	pieces, ok := s.piecesLocked(iova, n, write, buf[:0])
+	if !ok {
+		return false
+	}
+	if write {
+		return s.copyPieces(pieces, [][]byte{p})
+	}
+	return s.copyPieces([][]byte{p}, pieces)
+}
+
+// withinOneLocked returns the mmapped bytes of [iova, iova+n) (n > 0) when one mapping with
+// the permission holds all of them. Called with mu held.
+func (s *Space) withinOneLocked(iova, n uint64, write bool) ([]byte, bool) {
+	last, ok := lastByte(iova, n)
+	if !ok {
+		return nil, false
+	}
+	i := s.search(iova)
+	if i == len(s.regions) {
+		return nil, false
+	}
+	r := s.regions[i]
+	if r.iova > iova || r.last < last || r.back == nil || write && !r.write || !write && !r.read {
+		return nil, false
+	}
+	off := r.offset + (iova - r.iova)
+	return r.back.mem[off : off+n], true
 }
 
 // CopyWithin copies n bytes of guest memory from src to dst (overlapping ranges behave like

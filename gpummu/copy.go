@@ -23,6 +23,11 @@ const copyBufBytes = 64 << 10
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufBytes); return &b }}
 
+// tableBufs hold the GART entries readPTEs reads at once. A buffer on readPTEs's stack would
+// move to the heap (it is passed to the Backing, an interface): one 4 KiB allocation per TLB
+// miss, which a stream of large copies makes on every copy.
+var tableBufs = sync.Pool{New: func() any { return new([PageSize]byte) }}
+
 // Copy copies n bytes from GPU address src to GPU address dst, as Read into a buffer followed
 // by Write would: the source needs read permission, the destination write permission, and
 // faults and refused accesses are reported and latched the same way (bytes before the failing
@@ -222,10 +227,10 @@ func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
 	if len(ptes) > 1 && g.tableValid {
 		addr := g.tableAddr + (first-g.startPage)*abi.PTE_BYTES
 		size := uint64(len(ptes)) * abi.PTE_BYTES
-		var buf [PageSize]byte
 		if g.tableDomain != engine.DomainVRAM || addr < m.vramSize && m.vramSize-addr >= size {
+			buf := tableBufs.Get().(*[PageSize]byte)
+			got := uint64(0)
 			if m.b.ReadPhys(g.tableDomain, addr, buf[:size]) == nil {
-				got := uint64(0)
 				for got < uint64(len(ptes)) {
 					pte := binary.LittleEndian.Uint64(buf[got*abi.PTE_BYTES:])
 					if pte&abi.PTE_VALID_MASK == 0 {
@@ -234,9 +239,10 @@ func (m *MMU) readPTEs(g gart, first uint64, ptes []uint64) (uint64, uint32) {
 					ptes[got] = pte
 					got++
 				}
-				if got > 0 {
-					return got, abi.VM_FAULT_NONE
-				}
+			}
+			tableBufs.Put(buf)
+			if got > 0 {
+				return got, abi.VM_FAULT_NONE
 			}
 		}
 	}
