@@ -278,13 +278,17 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	img.VMID, img.Priority = p.vmid, uint8(q.gang.level)
 	img.Rptr, img.Wptr = q.rptr, q.wptr
 	q.inSlot.Store(true) // then Map, then read lastDB: a doorbell is seen by the HQD or below
+	// Counted before the map, so whoever sees the queue's work done sees its map counted (the
+	// work may finish before Map returns); taken back if the map fails.
+	q.maps.Add(1)
+	a.nMaps.Add(1)
 	var err error
 	if !a.slotsDo(func(s Slots) { err = s.Map(slot, img) }) {
-		q.inSlot.Store(false)
+		a.uncountMap(q)
 		return false
 	}
 	if err != nil {
-		q.inSlot.Store(false)
+		a.uncountMap(q)
 		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
 		a.m.limiter.Warn(logKeySave, "mes: the CP refused the queue's image: queue halted", "doorbell", q.doorbell, "err", err)
 		q.publish()
@@ -299,12 +303,17 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	a.slots[slot] = q
 	p.inSlots++
 	p.lastMap = now
-	q.maps.Add(1)
-	a.nMaps.Add(1)
 	a.nMapped.Add(1)
 	a.event(abi.MES_EVT_MAP, 0, slot, q.gang.level, q.doorbell, q.rptr, uint32(p.vm.PASID)|uint32(p.vmid)<<16)
 	a.writeMapped(q)
 	return true
+}
+
+// uncountMap takes back place's count and inSlot for a map that did not happen.
+func (a *activation) uncountMap(q *queue) {
+	q.inSlot.Store(false)
+	q.maps.Add(^uint32(0))
+	a.nMaps.Add(^uint32(0))
 }
 
 // ensureVMID gives p a VMID: a free one, else the one of the process that has had none of its
