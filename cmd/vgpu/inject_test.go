@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,18 +13,7 @@ import (
 
 // The control socket's inject command and `vgpu inject`'s request and output.
 func TestInjectCommand(t *testing.T) {
-	dev := newTestDevice(t)
-	path := filepath.Join(t.TempDir(), "vgpu.sock.control")
-	s, err := startControl(path, dev, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := control.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialTestControl(t, newTestDevice(t))
 	call := func(a injectArgs) (injectResult, error) {
 		var r injectResult
 		err := c.Call("inject", a, &r)

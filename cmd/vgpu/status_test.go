@@ -28,6 +28,22 @@ func newTestDevice(t *testing.T) *device.Device {
 	return dev
 }
 
+// dialTestControl serves dev's control socket and dials it; both close when the test ends.
+func dialTestControl(t *testing.T, dev *device.Device) (path string, c *control.Client) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "c.ctl")
+	s, err := startControl(path, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if c, err = control.Dial(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return path, c
+}
+
 // TestStatusCommand: `vgpu status` against a device's control socket prints the text and the
 // JSON form; the socket is owner-only and goes away when the server closes.
 func TestStatusCommand(t *testing.T) {
@@ -110,18 +126,7 @@ func TestStatusPacketDecoder(t *testing.T) {
 
 // TestRingCommand: the "ring" command's named errors, and the text of a dump.
 func TestRingCommand(t *testing.T) {
-	dev := newTestDevice(t)
-	path := filepath.Join(t.TempDir(), "c.ctl")
-	s, err := startControl(path, dev, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := control.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	path, c := dialTestControl(t, newTestDevice(t))
 	for _, tc := range []struct {
 		args any
 		code string
