@@ -1,6 +1,9 @@
 package mes
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,4 +358,62 @@ func TestManyFramesOneDoorbell(t *testing.T) {
 	}
 	r.mes.Doorbell(4, r.wptr)
 	r.waitFor("the last frame's fence", 5*time.Second, func() bool { return r.mem.Load64(ringFence) == n })
+}
+
+// mapWatcher looks at the scheduler's registers and the MQD from inside Map, where a queue's
+// work may already run and finish: whoever sees it done must see it mapped and counted.
+type mapWatcher struct {
+	Slots
+	r    *rig
+	q    *testQueue
+	mu   sync.Mutex
+	seen []string // what was wrong at each Map
+}
+
+func (w *mapWatcher) Map(slot int, img cp.Image) error {
+	r := w.r
+	var wrong []string
+	if q := w.q; q.db == img.DoorbellOffset {
+		if s := q.status(); s&abi.REG_MES_QUERY_STATUS__MAPPED_MASK == 0 {
+			wrong = append(wrong, fmt.Sprintf("status %#x not mapped", s))
+		}
+		if r.wreg(abi.REG_MES_QUERY_DOORBELL, q.db); r.rreg(abi.REG_MES_QUERY_MAPS) == 0 {
+			wrong = append(wrong, "QUERY_MAPS 0")
+		}
+		if r.mem.Load32(q.mqd+abi.MES_MQD_DW_CP_HQD_ACTIVE*4) != 1 || r.mem.Load32(q.mqd+abi.MES_MQD_DW_IS_QUEUE_UNMAP*4) != 0 {
+			wrong = append(wrong, "MQD not marked mapped")
+		}
+	}
+	if r.rreg(abi.REG_MES_MAPS) == 0 || r.rreg(abi.REG_MES_MAPPED) == 0 {
+		wrong = append(wrong, "MAPS or MAPPED 0")
+	}
+	w.mu.Lock()
+	w.seen = append(w.seen, strings.Join(wrong, ", "))
+	w.mu.Unlock()
+	return w.Slots.Map(slot, img)
+}
+
+// TestMappedBeforeMap: the status register, the counts and the MQD say "mapped" before the CP
+// gets the queue (it may finish the queue's work before Map returns; a driver that saw its
+// fence read a status that still said unmapped).
+func TestMappedBeforeMap(t *testing.T) {
+	var w *mapWatcher
+	r := newRigSlots(t, func(s Slots) Slots { w = &mapWatcher{Slots: s}; return w })
+	w.r = r
+	r.hwResources(0x1, 0, 0xFFFE)
+	q := r.queueAt(0, 0)
+	w.q = q
+	q.add(abi.MES_PRIORITY_NORMAL, 0)
+	q.job(0)
+	r.waitFor("job", 5*time.Second, func() bool { return q.done(0) })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.seen) == 0 {
+		t.Fatal("no Map")
+	}
+	for i, s := range w.seen {
+		if s != "" {
+			t.Errorf("map %d: %s", i, s)
+		}
+	}
 }

@@ -63,6 +63,12 @@ func (v *vmRecorder) InvalidateGART() {}
 
 func newRig(t testing.TB, cfg ...func(*cp.Config)) *rig {
 	t.Helper()
+	return newRigSlots(t, nil, cfg...)
+}
+
+// newRigSlots is newRig with the scheduler's Slots wrapped by wrap (nil: the CP itself).
+func newRigSlots(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) *rig {
+	t.Helper()
 	r := &rig{t: t, mem: cptest.NewMemory(4 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
 		vm: &vmRecorder{bound: map[int]VMContext{}}}
 	var m *MES
@@ -71,7 +77,11 @@ func newRig(t testing.TB, cfg ...func(*cp.Config)) *rig {
 		f(&c)
 	}
 	r.cp = cp.New(c)
-	m = New(Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Slots: r.cp, VM: r.vm, Doorbells: 2048})
+	var slots Slots = r.cp
+	if wrap != nil {
+		slots = wrap(r.cp)
+	}
+	m = New(Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Slots: slots, VM: r.vm, Doorbells: 2048})
 	r.mes = m
 	r.mem.SetOnWrite(r.cp.Wake)
 	t.Cleanup(func() { m.Close(); r.cp.Close() })

@@ -277,20 +277,29 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	img := q.img
 	img.VMID, img.Priority = p.vmid, uint8(q.gang.level)
 	img.Rptr, img.Wptr = q.rptr, q.wptr
-	q.inSlot.Store(true) // then Map, then read lastDB: a doorbell is seen by the HQD or below
-	// Counted before the map, so whoever sees the queue's work done sees its map counted (the
-	// work may finish before Map returns); taken back if the map fails.
+	// Everything that says "mapped" (inSlot, the counts, the state the status register and the
+	// MQD show) is in place before Map: the queue's work may finish inside Map, and whoever sees
+	// it done must see the queue mapped and its map counted. A map that fails takes it back.
+	// inSlot is set before Map and lastDB read after it: a doorbell is seen by the HQD or below.
+	prev := q.state
+	q.inSlot.Store(true)
+	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
+	a.slots[slot] = q
+	p.inSlots++
 	q.maps.Add(1)
 	a.nMaps.Add(1)
+	a.nMapped.Add(1)
+	a.writeMapped(q)
 	var err error
 	if !a.slotsDo(func(s Slots) { err = s.Map(slot, img) }) {
-		a.uncountMap(q)
+		a.unplace(q, prev) // revoked: nothing more is written
 		return false
 	}
 	if err != nil {
-		a.uncountMap(q)
-		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
+		a.unplace(q, qHalted)
+		q.errCode = abi.CP_ERROR_RING_CONFIG
 		a.m.limiter.Warn(logKeySave, "mes: the CP refused the queue's image: queue halted", "doorbell", q.doorbell, "err", err)
+		a.saveQueue(q)
 		q.publish()
 		return false
 	}
@@ -299,21 +308,20 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
 	}
 	q.img.Exec.Dispatches = nil // the CP has them now (the next unmap saves what is left)
-	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
-	a.slots[slot] = q
-	p.inSlots++
 	p.lastMap = now
-	a.nMapped.Add(1)
 	a.event(abi.MES_EVT_MAP, 0, slot, q.gang.level, q.doorbell, q.rptr, uint32(p.vm.PASID)|uint32(p.vmid)<<16)
-	a.writeMapped(q)
 	return true
 }
 
-// uncountMap takes back place's count and inSlot for a map that did not happen.
-func (a *activation) uncountMap(q *queue) {
+// unplace takes back what place set before a map that did not happen; q is left in state.
+func (a *activation) unplace(q *queue, state qstate) {
 	q.inSlot.Store(false)
+	a.slots[q.slot] = nil
+	q.gang.proc.inSlots--
+	q.state, q.slot = state, -1
 	q.maps.Add(^uint32(0))
 	a.nMaps.Add(^uint32(0))
+	a.nMapped.Add(^uint32(0))
 }
 
 // ensureVMID gives p a VMID: a free one, else the one of the process that has had none of its
