@@ -20,7 +20,7 @@ import (
 // its timeline; the client drives it as the MES rigs do: the scheduler gets two compute slots
 // (2 and 3) and three user queues of two processes, so it maps, unmaps and switches them as
 // their jobs arrive (a short idle grace); each job is a few WRITE_DATAs and an interrupting
-// fence (a doorbell → fence → IV flow), sent in bursts while a kernel queue in slot 1
+// fence (a doorbell → fence → IV flow), sent in bursts that start together while a kernel queue in slot 1
 // dispatches an ALU shader over two compute units, three rounds of it. The set-up before
 // (clearing the rig's VRAM areas) shows as a quiet stretch after the first transport commands.
 
@@ -35,6 +35,7 @@ const (
 	tlItems   = 64     // work-items per workgroup
 	tlGroups  = 2      // workgroups per dispatch: one per CU
 	tlTimeout = 30 * time.Second
+	tlGo      = 0x1C0 // in each queue's data page: the burst its jobs may start
 )
 
 // tlShader loops tlIters times on registers and stores the result at its work-item's dword
@@ -104,12 +105,22 @@ func TimelineWorkload(rec *trace.Recorder) error {
 		}
 		// While the dispatch runs, bursts of jobs a little longer apart than the idle grace:
 		// the scheduler unmaps the idle queues and maps the next burst's.
-		for range tlBursts {
+		for burst := range tlBursts {
+			// Each burst's jobs first wait for a go word that the client sets once all of them
+			// are submitted: the queues have work at the same time, so the scheduler fills
+			// both its slots and switches the third queue in however slowly a loaded host runs
+			// the client (submitted one by one, each job could finish before the next arrives
+			// and every one use the same slot).
+			goWord := uint32(round*tlBursts + burst + 1)
 			for _, q := range queues {
+				q.emit(pm4.WaitMem(q.va(tlGo), goWord))
 				q.job(tlWrites, true)
 				if err := q.kick(); err != nil {
 					return err
 				}
+			}
+			for _, q := range queues {
+				binary.LittleEndian.PutUint32(q.page[tlGo:], goWord)
 			}
 			if err := r.waitJobs(queues, tlTimeout); err != nil {
 				return err
