@@ -14,7 +14,7 @@ const streamMin = 16 << 10
 // 1 MiB Go's copy streams too.
 func streamCopy(dst, src []byte) {
 	n := min(len(dst), len(src))
-	if n < streamMin || !canStream {
+	if n < streamMin || !canStream || raceEnabled {
 		copy(dst, src)
 		return
 	}
