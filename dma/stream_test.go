@@ -13,7 +13,7 @@ import (
 func TestStreamCopy(t *testing.T) {
 	const pad = 128
 	sizes := []int{0, 1, 63, streamMin - 1, streamMin, streamMin + 1, streamMin + 63, streamMin + 64,
-		64<<10 + 17, 256 << 10}
+		64<<10 + 17, 256 << 10, goStreams - 1, goStreams}
 	for _, n := range sizes {
 		for _, dOff := range []int{0, 1, 8, 15, 16, 33} {
 			for _, sOff := range []int{0, 3, 16} {
