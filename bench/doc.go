@@ -17,6 +17,13 @@
 // VMID-0 queue beside a process queue. Latencies are µs per op (ratio > 1: the device is slower), rates
 // per second (ratio < 1: the device is slower).
 //
+// A time is the host's wall clock, except where a Scenario says EngineTime: the DMA_DATA copy
+// figures time the copy engine with GPU timestamps (RELEASE_MEM's GPU clock before the first
+// and after the last copy of each submission), as copy benchmarks on a GPU do, leaving out the
+// doorbell and interrupt wake-ups that the doorbell figures measure on their own and that on a
+// loaded host are the OS scheduler's; their wall-clock figure, from the same runs, is in the
+// note (engine_time.go).
+//
 // The device is driven the way a guest driver would, but through the Go vfio-user client
 // (vfiousertest) over a socketpair: BAR0 (VRAM) is mmapped, registers and doorbells are
 // trapped REGION_WRITEs (or a mmapped doorbell page in poll mode), interrupts arrive on

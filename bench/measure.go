@@ -54,6 +54,9 @@ type Scenario struct {
 	Note     string
 	PerOp    float64 // rates: Unit's quantity (packets, MB) per op; 0: a latency in µs per op
 	Setup    func() (Pair, error)
+	// EngineTime: the device's figure is from the time its Op reported through EngineTimer
+	// (the device's own clock; engine_time.go); its wall-clock figure goes into the Note.
+	EngineTime bool
 }
 
 // Value turns n ops in d into the scenario's unit.
@@ -89,17 +92,26 @@ func (s Scenario) Run() (Result, error) {
 		}
 		sides[i].n = r.N
 	}
+	var wall []float64 // the device's wall-clock figures (EngineTime)
 	for range rounds {
 		for i := range sides {
 			r, err := timeOp(sides[i].op, sides[i].n)
 			if err != nil {
 				return Result{}, fmt.Errorf("%s: %s%w", s.Name, sides[i].what, err)
 			}
-			sides[i].v = append(sides[i].v, s.Value(r.N, r.T))
+			t := r.T
+			if i == 0 && s.EngineTime {
+				wall, t = append(wall, s.Value(r.N, r.T)), r.E
+			}
+			sides[i].v = append(sides[i].v, s.Value(r.N, t))
 		}
 	}
-	return Result{Name: s.Name, Unit: s.Unit, Note: s.Note,
-		Value: median(sides[0].v), Baseline: s.Baseline, Base: median(sides[1].v)}, nil
+	res := Result{Name: s.Name, Unit: s.Unit, Note: s.Note,
+		Value: median(sides[0].v), Baseline: s.Baseline, Base: median(sides[1].v)}
+	if s.EngineTime {
+		res.Note = wallNote(res, median(wall))
+	}
+	return res, nil
 }
 
 // median is the middle value of v (which it sorts; len(v) odd).
@@ -108,10 +120,12 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-// run is a timing of N iterations.
+// run is a timing of N iterations: T on the wall clock, E the engine time the Op reported
+// (EngineTimer; 0 if none).
 type run struct {
 	N int
 	T time.Duration
+	E time.Duration
 }
 
 // now is the stopwatch's time source (tests replace it).
@@ -122,7 +136,10 @@ type stopwatch struct {
 	start   time.Time
 	elapsed time.Duration
 	running bool
+	engine  time.Duration // EngineTimer
 }
+
+func (w *stopwatch) AddEngineTime(d time.Duration) { w.engine += d }
 
 func (w *stopwatch) StartTimer() {
 	if !w.running {
@@ -143,7 +160,7 @@ func timeOp(op Op, n int) (run, error) {
 	w.StartTimer()
 	err := op(n, &w)
 	w.StopTimer()
-	return run{n, w.elapsed}, err
+	return run{n, w.elapsed, w.engine}, err
 }
 
 // measureFor is the target duration of one side's measurement in Run.

@@ -25,6 +25,7 @@ const (
 	vramFence   = 0x0010100 // fence dword
 	vramRptr    = 0x0010200 // rptr report
 	vramScratch = 0x0011000 // WRITE_DATA targets
+	vramStamps  = 0x0012000 // GPU-clock timestamps (engine_time.go)
 	vramGART    = 0x0100000 // GART table
 	vramRing    = 0x0800000 // ring (up to 8 MiB)
 	vramCopyDst = 0x1000000 // DMA_DATA destinations (two areas of up to 64 MiB)

@@ -52,6 +52,9 @@ func TestScenariosRun(t *testing.T) {
 				if v := sc.s.Value(r.N, r.T); !(v > 0) {
 					t.Fatalf("%s measured %v %s", side.name, v, sc.s.Unit)
 				}
+				if dev := side.name != "baseline"; dev && sc.s.EngineTime && !(r.E > 0 && r.E <= r.T) {
+					t.Fatalf("%s: engine time %v beside %v of wall time", side.name, r.E, r.T)
+				}
 			}
 		})
 	}

@@ -159,19 +159,29 @@ var errBackingFault = errors.New("backing memory fault")
 // copyMapped copies src to dst where one of them is mmapped client memory. A fault on the
 // mapped side becomes an error instead of killing the process.
 func copyMapped(dst, src []byte) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if re, ok := r.(runtime.Error); ok {
-				if _, ok := re.(interface{ Addr() uintptr }); ok {
-					err = errBackingFault
-					return
-				}
-			}
-			panic(r)
-		}
-	}()
+	defer recoverBackingFault(debug.SetPanicOnFault(true), &err)
 	copy(dst, src)
 	return nil
+}
+
+// streamMapped is copyMapped for the engines' direct copies: streamCopy.
+func streamMapped(dst, src []byte) (err error) {
+	defer recoverBackingFault(debug.SetPanicOnFault(true), &err)
+	streamCopy(dst, src)
+	return nil
+}
+
+// recoverBackingFault, deferred, restores the goroutine's panic-on-fault setting and turns a
+// memory fault into errBackingFault; any other panic goes on.
+func recoverBackingFault(old bool, err *error) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		if re, ok := r.(runtime.Error); ok {
+			if _, ok := re.(interface{ Addr() uintptr }); ok {
+				*err = errBackingFault
+				return
+			}
+		}
+		panic(r)
+	}
 }

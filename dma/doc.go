@@ -9,7 +9,9 @@
 // served in one of two ways, per mapping:
 //
 //   - the mapping came with an fd: the backing file is mmapped once (MAP_SHARED, whole file)
-//     and the access is a memcpy;
+//     and the access is a memcpy (an engine's direct copy of 16 KiB or more between guest
+//     memory and VRAM streams: non-temporal stores, as a DMA engine's writes bypass the CPU
+//     caches; stream.go);
 //   - the mapping came without an fd (guest RAM not shared with us), or its fd could not be
 //     mmapped: the access becomes DMA_READ/DMA_WRITE messages through the MessageTransport
 //     (vfiouser.Peer), which the client serves from its main loop.

@@ -535,7 +535,10 @@ func (s *Space) Stats() Stats {
 // served through messages, or the copy is longer than MaxAccess, they return false having
 // moved nothing and counted no fault; the caller then uses Read and Write, which report the
 // failure (or do the message DMA). A fault in the backing memory itself (the client truncated
-// the file) also returns false, possibly with part of the bytes moved.
+// the file) also returns false, possibly with part of the bytes moved. CopyOut and CopyIn, an
+// engine's moves between guest memory and VRAM, stream from 16 KiB (streamCopy: stores that
+// bypass the CPU caches, fenced before they return); CopyWithin, whose ranges may overlap,
+// uses Go's copy.
 
 // CopyOut copies guest memory at iova into p.
 func (s *Space) CopyOut(p []byte, iova uint64) bool {
@@ -569,9 +572,9 @@ func (s *Space) copyOne(p []byte, iova uint64, write bool) bool {
 		}
 		var err error
 		if write {
-			err = copyMapped(mem, p)
+			err = streamMapped(mem, p)
 		} else {
-			err = copyMapped(p, mem)
+			err = streamMapped(p, mem)
 		}
 		if err != nil {
 			return false
@@ -585,9 +588,9 @@ func (s *Space) copyOne(p []byte, iova uint64, write bool) bool {
 		return false
 	}
 	if write {
-		return s.copyPieces(pieces, [][]byte{p})
+		return s.copyPieces(pieces, [][]byte{p}, streamMapped)
 	}
-	return s.copyPieces([][]byte{p}, pieces)
+	return s.copyPieces([][]byte{p}, pieces, streamMapped)
 }
 
 // withinOneLocked returns the mmapped bytes of [iova, iova+n) (n > 0) when one mapping with
@@ -619,7 +622,7 @@ func (s *Space) CopyWithin(dst, src, n uint64) bool {
 			return false
 		}
 		dp, ok := s.piecesLocked(dst, n, true, dbuf[:0])
-		return ok && s.copyPieces(dp, sp)
+		return ok && s.copyPieces(dp, sp, copyMapped) // Go's copy: the ranges may overlap
 	})
 }
 
@@ -667,8 +670,9 @@ func (s *Space) piecesLocked(iova, n uint64, write bool, out [][]byte) ([][]byte
 }
 
 // copyPieces copies the concatenation of src into the concatenation of dst (same total
-// length), one copyMapped per overlap of a source and a destination piece. Called with mu held.
-func (s *Space) copyPieces(dst, src [][]byte) bool {
+// length), one move (copyMapped or streamMapped) per overlap of a source and a destination
+// piece. Called with mu held.
+func (s *Space) copyPieces(dst, src [][]byte, move func(dst, src []byte) error) bool {
 	if s.duringCopy != nil {
 		s.duringCopy()
 	}
@@ -684,7 +688,7 @@ func (s *Space) copyPieces(dst, src [][]byte) bool {
 			continue
 		}
 		k := min(len(d), len(sp))
-		if copyMapped(d[:k], sp[:k]) != nil {
+		if move(d[:k], sp[:k]) != nil {
 			return false
 		}
 		d, sp = d[k:], sp[k:]

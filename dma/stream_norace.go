@@ -1,0 +1,5 @@
+//go:build !race
+
+package dma
+
+const raceEnabled = false
