@@ -391,7 +391,8 @@ func (c *Conn) recvOnce(fd uintptr) bool {
 		}
 		// Before blocking, let what the caller made runnable run (see yieldBeforeBlocking),
 		// then look again: it may have made the client answer.
-		if c.ryield.Swap(false) && c.runnable() {
+		// (A load first: the flag is rarely set, and a swap costs an atomic on every message.)
+		if c.ryield.Load() && c.ryield.Swap(false) && c.runnable() {
 			runtime.Gosched()
 			continue
 		}
@@ -504,6 +505,15 @@ func (c *Conn) WriteMessage(h Header, fds []int, parts ...[]byte) error {
 	return c.sendAll(bufs[:1+len(parts)], total, fds)
 }
 
+// writeSmall sends b, a whole encoded message without descriptors of at most smallWrite bytes,
+// as WriteMessage would, without copying it.
+func (c *Conn) writeSmall(b []byte) error {
+	c.wmu.Lock()
+	err := c.sendBuf(b)
+	c.wmu.Unlock()
+	return err
+}
+
 // WriteRaw sends b exactly as given (it need not be a valid message), for tests that feed
 // malformed input.
 func (c *Conn) WriteRaw(b []byte, fds []int) error {
@@ -512,7 +522,8 @@ func (c *Conn) WriteRaw(b []byte, fds []int) error {
 	return c.sendAll([][]byte{b}, len(b), fds)
 }
 
-// sendBuf writes all of b, which lies in c.wsmall, with send(2). Called with wmu.
+// sendBuf writes all of b (at most smallWrite bytes, in memory that outlives the call: c.wsmall
+// or a session's reply buffer) with send(2). Called with wmu.
 func (c *Conn) sendBuf(b []byte) error {
 	if c.sfd == nil {
 		for len(b) > 0 {
