@@ -79,6 +79,7 @@ type Conn struct {
 	ryield   atomic.Bool // see yieldBeforeBlocking
 	rsched   [1]metrics.Sample
 	rtimeout atomic.Int64 // a blocking Conn's receive timeout in ns (SetReadDeadline); 0: none
+	rposted  bool         // the last message read was a posted command (see recvOnce)
 
 	// fdmu guards fdq against Close, which may run on another goroutine.
 	fdmu   sync.Mutex
@@ -229,6 +230,7 @@ func (c *Conn) ReadMessage(m *Message) error {
 		return c.fail(err)
 	}
 	m.Header = h
+	c.rposted = h.IsCommand() && h.NoReply()
 	start := c.rpos
 	n := int(h.Size) - HeaderSize
 	m.Payload = grow(m.Payload, n)
@@ -374,30 +376,42 @@ func (c *Conn) recv(p []byte, at uint64) (int, error) {
 // recvOnce is one recvmsg into c.rmsg (a field of the heap-allocated Conn, so the address
 // handed to the kernel stays valid).
 //
-// A blocking Conn never sleeps inside recvmsg: it waits in poll(2) for POLLIN, then reads
-// without waiting (see waitReadable for why).
+// A blocking Conn that answered (or is waiting for an answer to) what it read last never
+// sleeps inside recvmsg: it waits in poll(2) for POLLIN, then reads without waiting (see
+// waitReadable for why). After a posted command (NO_REPLY: the writes QEMU streams) there is
+// nothing of ours for the peer to read, so it sleeps in recvmsg itself, one system call.
 func (c *Conn) recvOnce(fd uintptr) bool {
 	args := [6]uintptr{fd, uintptr(unsafe.Pointer(&c.rmsg)), unix.MSG_CMSG_CLOEXEC}
+	var done bool
 	if c.sfd == nil {
-		var done bool
 		c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, false, false)
 		return done
 	}
-	for {
-		// Before blocking, let what the caller made runnable run (see yieldBeforeBlocking).
-		// (A load first: the flag is rarely set, and a swap costs an atomic on every message.)
-		if c.ryield.Load() && c.ryield.Swap(false) && c.runnable() {
+	// After a command that may have made goroutines runnable (see yieldBeforeBlocking), a
+	// read without waiting comes first, as commands of that kind (posted writes, DMA replies)
+	// often stream; and before blocking, what was made runnable runs. The flag is loaded
+	// first: it is rarely set on the register-read path, where a swap would cost an atomic
+	// on every message.
+	if c.ryield.Load() {
+		if c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, false, true); done {
+			return true
+		}
+		if c.ryield.Swap(false) && c.runnable() {
 			runtime.Gosched()
 		}
+	}
+	if c.rposted {
+		c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, true, false)
+		return done
+	}
+	for {
 		if ok, errno := c.waitReadable(fd); errno != 0 {
 			c.rn, c.rerr = 0, errno
 			return true
 		} else if !ok {
 			return false // the receive timeout of SetReadDeadline expired
 		}
-		var done bool
-		c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, false, true)
-		if done {
+		if c.rn, c.rerr, done = sockCall(unix.SYS_RECVMSG, args, 2, false, true); done {
 			return true
 		}
 	}
