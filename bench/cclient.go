@@ -62,7 +62,11 @@ type CStats struct {
 	N                           int
 	Min, Median, P99, Max, Mean time.Duration
 	ClientCPU, ServerCPU        time.Duration
-	Value                       uint32 // the register value read (device runs only)
+	// Context switches per 1000 round trips, voluntary and involuntary, of each side (server
+	// ones 0 when unknown; older C clients report none). Taking turns costs each side one
+	// voluntary switch per round trip; more shows a side woken without its message.
+	ClientVCSW, ClientIVCSW, ServerVCSW, ServerIVCSW int
+	Value                                            uint32 // the register value read (device runs only)
 }
 
 // SetupWrite is a REGION_WRITE the C client sends after VERSION, before timing.
@@ -127,7 +131,7 @@ func (c *CClient) run(r cclientRun) (CStats, error) {
 }
 
 // parseCStats reads "cclient mode=M n=N min_ns=... value=0x..." (see cclient.c). Fields it does
-// not know are ignored; server_cpu_ns and value are optional.
+// not know are ignored; the server and context-switch figures and value are optional.
 func parseCStats(out []byte, mode string) (CStats, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	var line string
@@ -168,6 +172,8 @@ func parseCStats(out []byte, mode string) (CStats, error) {
 		Min: ns("min_ns", false), Median: ns("median_ns", false), P99: ns("p99_ns", false),
 		Max: ns("max_ns", false), Mean: ns("mean_ns", false),
 		ClientCPU: ns("client_cpu_ns", false), ServerCPU: ns("server_cpu_ns", true),
+		ClientVCSW: int(num("client_vcsw_k", true)), ClientIVCSW: int(num("client_ivcsw_k", true)),
+		ServerVCSW: int(num("server_vcsw_k", true)), ServerIVCSW: int(num("server_ivcsw_k", true)),
 		Value: uint32(num("value", mode != "device")),
 	}
 	return st, err
@@ -183,15 +189,22 @@ func medianStats(runs []CStats) CStats {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
+	count := func(f func(CStats) int) int {
+		return int(pick(func(s CStats) time.Duration { return time.Duration(f(s)) }))
+	}
 	return CStats{
-		N:         runs[0].N,
-		Min:       pick(func(s CStats) time.Duration { return s.Min }),
-		Median:    pick(func(s CStats) time.Duration { return s.Median }),
-		P99:       pick(func(s CStats) time.Duration { return s.P99 }),
-		Max:       pick(func(s CStats) time.Duration { return s.Max }),
-		Mean:      pick(func(s CStats) time.Duration { return s.Mean }),
-		ClientCPU: pick(func(s CStats) time.Duration { return s.ClientCPU }),
-		ServerCPU: pick(func(s CStats) time.Duration { return s.ServerCPU }),
-		Value:     runs[0].Value,
+		N:           runs[0].N,
+		Min:         pick(func(s CStats) time.Duration { return s.Min }),
+		Median:      pick(func(s CStats) time.Duration { return s.Median }),
+		P99:         pick(func(s CStats) time.Duration { return s.P99 }),
+		Max:         pick(func(s CStats) time.Duration { return s.Max }),
+		Mean:        pick(func(s CStats) time.Duration { return s.Mean }),
+		ClientCPU:   pick(func(s CStats) time.Duration { return s.ClientCPU }),
+		ServerCPU:   pick(func(s CStats) time.Duration { return s.ServerCPU }),
+		ClientVCSW:  count(func(s CStats) int { return s.ClientVCSW }),
+		ClientIVCSW: count(func(s CStats) int { return s.ClientIVCSW }),
+		ServerVCSW:  count(func(s CStats) int { return s.ServerVCSW }),
+		ServerIVCSW: count(func(s CStats) int { return s.ServerIVCSW }),
+		Value:       runs[0].Value,
 	}
 }

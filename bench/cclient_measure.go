@@ -288,7 +288,8 @@ func CClientRegionRead() (Result, error) {
 	return Result{
 		Name: "REGION_READ round trip (C client)", Value: us(r.Device.Median), Unit: "µs",
 		Baseline: "C unix socket echo", Base: us(r.Echo.Median),
-		Note: fmt.Sprintf("%+.2f µs over the echo (target ≤ +1); p99 %.1f vs %.1f µs; server thread %.2f vs %.2f µs CPU per round trip; both ends on CPU %d",
-			us(r.Over()), us(r.Device.P99), us(r.Echo.P99), us(r.Device.ServerCPU), us(r.Echo.ServerCPU), r.CPU),
+		Note: fmt.Sprintf("%+.2f µs over the echo (target ≤ +1); p99 %.1f vs %.1f µs; server thread %.2f vs %.2f µs CPU per round trip; client slept %.2f vs %.2f times per round trip; both ends on CPU %d",
+			us(r.Over()), us(r.Device.P99), us(r.Echo.P99), us(r.Device.ServerCPU), us(r.Echo.ServerCPU),
+			float64(r.Device.ClientVCSW)/1000, float64(r.Echo.ClientVCSW)/1000, r.CPU),
 	}, nil
 }

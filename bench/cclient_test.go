@@ -71,7 +71,7 @@ func TestCClient(t *testing.T) {
 			}
 			for _, st := range []CStats{r.Device, r.Echo} {
 				if st.N != 300 || st.Min <= 0 || st.Min > st.Median || st.Median > st.P99 || st.P99 > st.Max ||
-					st.ClientCPU <= 0 || st.ServerCPU <= 0 {
+					st.ClientCPU <= 0 || st.ServerCPU <= 0 || st.ClientVCSW+st.ClientIVCSW <= 0 || st.ServerVCSW+st.ServerIVCSW <= 0 {
 					t.Fatalf("implausible statistics: %+v", st)
 				}
 			}
@@ -127,8 +127,10 @@ func TestParseCStats(t *testing.T) {
 		want            CStats
 		wantErr         string
 	}{
-		{"device", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 client_cpu_ns=7 server_cpu_ns=8 value=0x55504756\n", "device",
-			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, ClientCPU: 7, ServerCPU: 8, Value: 0x55504756}, ""},
+		{"device", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 client_cpu_ns=7 client_vcsw_k=1001 client_ivcsw_k=302 server_cpu_ns=8 server_vcsw_k=640 server_ivcsw_k=790 value=0x55504756\n", "device",
+			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, ClientCPU: 7, ServerCPU: 8,
+				ClientVCSW: 1001, ClientIVCSW: 302, ServerVCSW: 640, ServerIVCSW: 790, Value: 0x55504756}, ""},
+		{"bad switch count", "cclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3 client_vcsw_k=x\n", "echo", CStats{}, "client_vcsw_k"},
 		{"device without server figure", "cclient mode=device n=3 min_ns=1 median_ns=2 p99_ns=3 max_ns=4 mean_ns=2 client_cpu_ns=7 value=0x1\n", "device",
 			CStats{N: 3, Min: 1, Median: 2, P99: 3, Max: 4, Mean: 2, ClientCPU: 7, Value: 1}, ""},
 		{"echo after noise", "warning\ncclient mode=echo n=1 min_ns=5 median_ns=5 p99_ns=5 max_ns=5 mean_ns=5 client_cpu_ns=3 server_cpu_ns=4\n", "echo",
@@ -162,11 +164,12 @@ func TestParseCStats(t *testing.T) {
 func TestMedianStats(t *testing.T) {
 	us := time.Microsecond
 	got := medianStats([]CStats{
-		{N: 5, Min: 3 * us, Median: 9 * us, P99: 20 * us, Max: 90 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 6 * us, Value: 7},
-		{N: 5, Min: 1 * us, Median: 8 * us, P99: 40 * us, Max: 50 * us, Mean: 9 * us, ClientCPU: 5 * us, ServerCPU: 4 * us, Value: 7},
-		{N: 5, Min: 2 * us, Median: 7 * us, P99: 30 * us, Max: 70 * us, Mean: 11 * us, ClientCPU: 3 * us, ServerCPU: 5 * us, Value: 7},
+		{N: 5, Min: 3 * us, Median: 9 * us, P99: 20 * us, Max: 90 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 6 * us, ClientVCSW: 900, ServerIVCSW: 7, Value: 7},
+		{N: 5, Min: 1 * us, Median: 8 * us, P99: 40 * us, Max: 50 * us, Mean: 9 * us, ClientCPU: 5 * us, ServerCPU: 4 * us, ClientVCSW: 1100, ServerIVCSW: 9, Value: 7},
+		{N: 5, Min: 2 * us, Median: 7 * us, P99: 30 * us, Max: 70 * us, Mean: 11 * us, ClientCPU: 3 * us, ServerCPU: 5 * us, ClientVCSW: 1000, ServerIVCSW: 8, Value: 7},
 	})
-	want := CStats{N: 5, Min: 2 * us, Median: 8 * us, P99: 30 * us, Max: 70 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 5 * us, Value: 7}
+	want := CStats{N: 5, Min: 2 * us, Median: 8 * us, P99: 30 * us, Max: 70 * us, Mean: 10 * us, ClientCPU: 4 * us, ServerCPU: 5 * us,
+		ClientVCSW: 1000, ServerIVCSW: 8, Value: 7}
 	if got != want {
 		t.Fatalf("unexpected medians (-want +got):\n-%+v\n+%+v", want, got)
 	}

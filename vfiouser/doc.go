@@ -17,32 +17,43 @@
 // without descriptors (every reply to a register access) is copied into one buffer and sent
 // with one send(2), the rest with sendmsg(2) and iovecs.
 //
-// The server's socket is blocking and outside the runtime's poller (NewBlockingConn): the
-// reader waits inside recvmsg, so a trapped access costs one recvmsg and one send, as in a C
-// server, instead of a failed recvmsg, an epoll_wait and a scheduler round before the read that
-// succeeds (and a wake-up of whichever thread sleeps in epoll_wait on every message). Sends try
-// without blocking first and without the runtime's system call bookkeeping. Close shuts the
-// socket down, which wakes a blocked reader or writer; the descriptor is closed when the last
-// system call using it has returned, so its number cannot be reused under one.
+// The server's socket is blocking and outside the runtime's poller (NewBlockingConn), so a
+// trapped access costs the system calls a C server would make, not a failed recvmsg, an
+// epoll_wait and a scheduler round before the read that succeeds (and a wake-up of whichever
+// thread sleeps in epoll_wait on every message). The reader waits in poll(2) for POLLIN and
+// then reads without waiting, rather than sleeping inside recvmsg: a thread asleep in recvmsg
+// is on the socket's wait queue without a filter, so it is also woken each time the client
+// reads one of our replies (the write space that gives back), and with client and server on
+// one CPU the scheduler often ran it at once, for nothing (two context switches), and then
+// never saw the client's request arrive as a wake-up that could run the server before the
+// client slept. After a posted command (NO_REPLY) nothing of ours is left for the client to
+// read, and the reader sleeps in recvmsg itself. Sends try without blocking first and without
+// the runtime's system call bookkeeping. Close shuts the socket down, which wakes a blocked
+// reader or writer; the descriptor is closed when the last system call using it has returned,
+// so its number cannot be reused under one.
 //
-// A thread blocked in recvmsg keeps its processor (P), and goroutines the reader just made
+// A thread blocked in the socket keeps its processor (P), and goroutines the reader just made
 // runnable — the engine a doorbell write kicked, the caller a DMA reply completed — are queued
 // on that processor: they would wait for the runtime's monitor to take it away (20 µs to 10 ms).
 // So after any command but REGION_READ, and after every Peer reply, the next read first tries
 // without blocking and, when it would block and some goroutine is runnable, yields first.
-// Measured with a Go client in another process: a trapped register read −20%, doorbell →
-// interrupt and DMA through the client unchanged or faster, posted writes unchanged.
 //
-// What is left of a trapped register read's cost above the C echo (bench's C client, both ends
-// on one CPU; a 2-core Firecracker guest, kernel 6.18) is mostly not this package's code.
-// Stand-in servers answering the same REGION_READ in the same runs, medians over the echo:
-// single-threaded C with recv(2), +0 to +0.1 µs; a Go server that only frames and replies,
-// with recvfrom, +0.8; the same with recvmsg(2), +1.2 to +1.3 (recvmsg costs 0.3–0.5 µs more
-// than recv in C too, with or without a control buffer); this package with the device, +1.5.
-// recvmsg cannot be avoided: SCM_RIGHTS descriptors are attached to the first bytes of their
-// message and are discarded by any read without a control buffer, and nothing cheaper than a
-// system call tells whether the next bytes carry some. So +1 µs is below what any Go server
-// that reads with recvmsg measured on that machine.
+// A plain 4- or 8-byte REGION_READ (fastread.go) is answered without the general dispatch:
+// the same checks and Device call, its own reply buffer, one send. On one CPU each instruction
+// between reading a request and sending the reply counts about twice: the client, woken by the
+// write space our read gave back, is runnable all that time, and the longer the server runs
+// the more often the scheduler lets the client run, find nothing and sleep again.
+//
+// Measured with bench's C client, both ends on one CPU of a 2-core guest (kernel 6.18, load
+// average 5-9 from other work), alternating with the previous transport (blocking recvmsg,
+// general dispatch): a trapped register read costs the C echo +0.83, +0.12, +0.93 and -0.14 µs
+// (the previous one +1.56, +0.27, +1.79, +0.92 in the same runs). The echo is the C client's
+// own forked child, sharing its code pages: in 12 alternating runs of a stand-in client, a
+// separate C server binary answering the same request measured +0.24 µs over it (medians) on a
+// socketpair and +0.43 µs listening on a path, as we do. What is left is mostly the
+// scheduler's: the C client sleeps in recv and is woken when the server reads its request
+// (write space again); how often the scheduler then runs it at once depends on how long the
+// server runs. The C client prints each side's context switches, which show it.
 //
 // With the client in the server's own process (this package's benchmarks, bench) the poller
 // design could run client, reader and engine goroutines on one thread without any OS wake-up,

@@ -55,6 +55,7 @@ type session struct {
 	connected  bool       // Device.Connected was called
 	info       DeviceInfo // the layout the client was told about
 	out        []byte     // reply scratch buffer
+	fast       fastReply  // the fast path's reply (fastread.go)
 
 	trace *trace.Recorder // the timeline (trace.go; nil: off)
 }
@@ -289,15 +290,13 @@ func (ss *session) dropQueue() {
 
 // handle runs one command and answers it.
 func (ss *session) handle(m *Message) {
+	if ss.handleFast(m) {
+		return // a register read (fastread.go): no yield, as below
+	}
 	reply, fds, err := ss.tracedDispatch(m)
 	defer closeFDs(fds)
 	if err != nil {
-		ss.rl.Warn("vfio-user-command-failed", "vfio-user: command failed", "cmd", m.Cmd, "id", m.ID, "size", m.Size, "err", err)
-		ss.sendError(m.Header, errnoFor(err))
-		var fe *fatalError
-		if errors.As(err, &fe) {
-			ss.end(err)
-		}
+		ss.failed(m, err)
 		return
 	}
 	if !m.NoReply() {
@@ -312,6 +311,17 @@ func (ss *session) handle(m *Message) {
 		// Writes ring doorbells and start engines; maps, IRQ changes and resets wake or
 		// stop them. A register read is assumed not to: it is the hot path.
 		ss.conn.yieldBeforeBlocking()
+	}
+}
+
+// failed answers a command that failed with err: a logged line (rate-limited), the error
+// reply, and the end of the connection when the failure is fatal.
+func (ss *session) failed(m *Message, err error) {
+	ss.rl.Warn("vfio-user-command-failed", "vfio-user: command failed", "cmd", m.Cmd, "id", m.ID, "size", m.Size, "err", err)
+	ss.sendError(m.Header, errnoFor(err))
+	var fe *fatalError
+	if errors.As(err, &fe) {
+		ss.end(err)
 	}
 }
 

@@ -52,11 +52,9 @@ func (s *sockFD) close() {
 //
 // With tryRaw it first tries without waiting (MSG_DONTWAIT) and without the runtime's system
 // call bookkeeping (RawSyscall, fine for a call that cannot block). That suits sends, which all
-// but never find the socket buffer full. A receive goes straight into a blocking recvmsg
-// instead: when the reader comes back for the next message the client is usually still busy
-// with the previous reply, so a try without waiting first would mostly cost one more system
-// call. Only a call that can block goes through Syscall, so the runtime can run other
-// goroutines meanwhile.
+// but never find the socket buffer full, and a blocking Conn's receives, which run only after
+// poll(2) said there is something to read (Conn.recvOnce). Only a call that can block goes
+// through Syscall, so the runtime can run other goroutines meanwhile.
 func sockCall(trap uintptr, args [6]uintptr, flagArg int, blocking, tryRaw bool) (n int, errno unix.Errno, done bool) {
 	for {
 		r, e := uintptr(0), unix.EAGAIN

@@ -19,10 +19,12 @@
 //
 // Output: one line on stdout,
 //   cclient mode=device n=N min_ns=.. median_ns=.. p99_ns=.. max_ns=.. mean_ns=.. client_cpu_ns=..
-//           [server_cpu_ns=..] value=0x..
+//           client_vcsw_k=.. client_ivcsw_k=.. [server_cpu_ns=.. server_vcsw_k=.. server_ivcsw_k=..]
+//           value=0x..
 // (value only in device mode; server_cpu_ns in echo mode and with -s). The CPU times are per
 // timed round trip, user and system, from schedstat: with both ends on one CPU they show where
-// a round trip's time goes. Errors go to stderr with exit status 1.
+// a round trip's time goes. The *_vcsw_k and *_ivcsw_k fields are each side's voluntary and
+// involuntary context switches per 1000 timed round trips. Errors go to stderr with exit status 1.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -92,6 +94,32 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// switches reads a thread's voluntary and involuntary context switches from the status file
+// beside its schedstat file (same directory). Both are 0 when the file has no such lines.
+static void switches(const char *schedstat, uint64_t *vol, uint64_t *invol)
+{
+	char path[256];
+	const char *slash = strrchr(schedstat, '/');
+	size_t dir = slash ? (size_t)(slash - schedstat) + 1 : 0;
+	if (dir + sizeof("status") > sizeof(path))
+		die("path too long: %s", schedstat);
+	memcpy(path, schedstat, dir);
+	strcpy(path + dir, "status");
+	FILE *f = fopen(path, "r");
+	if (!f)
+		die("open %s: %s", path, strerror(errno));
+	char line[256];
+	unsigned long long v;
+	*vol = *invol = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1)
+			*vol = v;
+		else if (sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+			*invol = v;
+	}
+	fclose(f);
 }
 
 // cpu_ns reads the CPU time (ns) a thread has run from its schedstat file.
@@ -361,12 +389,16 @@ int main(int argc, char **argv)
 	uint32_t value = 0;
 	uint16_t id = 0x100;
 	uint64_t client0 = 0, server0 = 0;
+	uint64_t cvol0 = 0, cinvol0 = 0, svol0 = 0, sinvol0 = 0;
 	for (long i = -warmup; i < n; i++) {
 		id++;
 		if (i == 0) {
 			client0 = cpu_ns("/proc/self/schedstat");
-			if (server_stat)
+			switches("/proc/self/schedstat", &cvol0, &cinvol0);
+			if (server_stat) {
 				server0 = cpu_ns(server_stat);
+				switches(server_stat, &svol0, &sinvol0);
+			}
 		}
 		uint64_t t0 = now_ns();
 		round_trip(fd, req, reply, id);
@@ -389,6 +421,10 @@ int main(int argc, char **argv)
 	// date by the read itself.
 	uint64_t client_cpu = (cpu_ns("/proc/self/schedstat") - client0) / (uint64_t)n;
 	uint64_t server_cpu = server_stat ? (cpu_ns(server_stat) - server0) / (uint64_t)n : 0;
+	uint64_t cvol, cinvol, svol = 0, sinvol = 0;
+	switches("/proc/self/schedstat", &cvol, &cinvol);
+	if (server_stat)
+		switches(server_stat, &svol, &sinvol);
 	close(fd);
 	if (child > 0) {
 		int st;
@@ -405,8 +441,14 @@ int main(int argc, char **argv)
 	       " mean_ns=%" PRIu64,
 	       device ? "device" : "echo", n, ns[0], ns[n / 2], ns[p99], ns[n - 1], sum / (uint64_t)n);
 	printf(" client_cpu_ns=%" PRIu64, client_cpu);
+	// Context switches over the timed loop, per 1000 round trips: one voluntary switch per
+	// side and round trip is the pattern of two processes taking turns; more means a side
+	// woke without its message and slept again, involuntary ones that it was preempted.
+	printf(" client_vcsw_k=%" PRIu64 " client_ivcsw_k=%" PRIu64, (cvol - cvol0) * 1000 / (uint64_t)n,
+	       (cinvol - cinvol0) * 1000 / (uint64_t)n);
 	if (server_stat)
-		printf(" server_cpu_ns=%" PRIu64, server_cpu);
+		printf(" server_cpu_ns=%" PRIu64 " server_vcsw_k=%" PRIu64 " server_ivcsw_k=%" PRIu64, server_cpu,
+		       (svol - svol0) * 1000 / (uint64_t)n, (sinvol - sinvol0) * 1000 / (uint64_t)n);
 	if (device)
 		printf(" value=%#" PRIx32, value);
 	printf("\n");
