@@ -67,6 +67,9 @@ type activation struct {
 	waitLevels uint32           // bit l: a queue of level l is in waitList
 	rescan     bool             // a queue may have got work: the next pass scans every queue
 	lastScan   time.Time
+	deferring  bool     // the policy owes its MQD and context writes (deferred.go)
+	owedQueues []*queue // queues owed writes, in order
+	wokeHQD    bool     // a map of this pass gave an HQD work
 	log        eventLog
 	pollWait   time.Duration // current wptr-poll period (backs off)
 	nextPoll   time.Time
@@ -79,6 +82,7 @@ type activation struct {
 	io     [abi.MES_CTX_BYTES]byte
 	evBuf  [abi.MES_EVENT_BYTES + 4]byte // an event record and the log header (evlog.go)
 	mqdBuf []byte
+	mqdAll [abi.MES_MQD_DWORDS * 4]byte // a whole MQD (loadMQD)
 }
 
 func newActivation(m *MES, rc ringConfig) *activation {
@@ -206,6 +210,8 @@ func (a *activation) run() {
 			return // ring halted or revoked
 		}
 		a.schedule(now)
+		a.yieldToHQDs()
+		a.payAll() // what the policy deferred (deferred.go)
 		a.sleep(now, a.nextDeadline(now))
 	}
 }

@@ -71,6 +71,7 @@ type queue struct {
 	loaded        bool      // img holds the MQD's ring configuration
 	errCode       uint32    // CP_ERROR_* it halted with
 	removing      bool      // a REMOVE_QUEUE waits for it
+	owed          owedWrite // memory writes a policy pass owes it (deferred.go)
 
 	// Shared with the doorbell path.
 	lastDB    atomic.Uint64 // last doorbell value (a wptr)

@@ -198,9 +198,20 @@ func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Ti
 		q.preempts.Add(1)
 	}
 	a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, uint32(q.gang.proc.vm.PASID))
+	q.publish()
+	if a.deferring {
+		a.owe(q, oweSave) // after the map this unmap makes room for (deferred.go)
+	} else {
+		a.writeSaved(q)
+	}
+	a.markUnmapped(q)
+}
+
+// writeSaved writes what an unmap leaves in memory: the MQD and gang context, and the rptr
+// report.
+func (a *activation) writeSaved(q *queue) {
 	a.saveQueue(q)
 	a.reportQueueRptr(q)
-	a.markUnmapped(q)
 }
 
 // reportQueueRptr writes an unmapped queue's rptr to its rptr report address, in its process's
@@ -267,6 +278,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	if !a.ensureVMID(p, now) {
 		return false
 	}
+	a.payOwed(q) // an unmap of q earlier in this pass is saved before q's MQD is read again
 	if err := a.loadMQD(q); err != nil {
 		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
 		a.m.limiter.Warn(logKeySave, "mes: MQD no longer loads: queue halted", "doorbell", q.doorbell, "why", err.why)
@@ -298,6 +310,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		q.wptr = w
 		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
 	}
+	a.wokeHQD = a.wokeHQD || q.hasWork()
 	q.img.Exec.Dispatches = nil // the CP has them now (the next unmap saves what is left)
 	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
 	a.slots[slot] = q
@@ -305,7 +318,12 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	p.lastMap = now
 	a.nMapped.Add(1)
 	a.event(abi.MES_EVT_MAP, 0, slot, q.gang.level, q.doorbell, q.rptr, uint32(p.vm.PASID)|uint32(p.vmid)<<16)
-	a.writeMapped(q)
+	if a.deferring {
+		q.publish()
+		a.owe(q, oweMapped)
+	} else {
+		a.writeMapped(q)
+	}
 	return true
 }
 
@@ -385,6 +403,7 @@ func (a *activation) schedule(now time.Time) {
 	if a.hw == nil {
 		return
 	}
+	a.deferWrites()
 	waiters := a.refreshWaiting(now)
 	var waiting [2]int // by type: gfx, compute
 	for _, q := range waiters {
