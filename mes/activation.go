@@ -41,6 +41,7 @@ type activation struct {
 	// Events from other goroutines.
 	evMu       sync.Mutex
 	dbQueued   []*queue // doorbells of queues not in a slot
+	dbSpare    []*queue // the goroutine's: dbQueued's other buffer (events)
 	pollNow    bool     // an aggregated doorbell: read every unmapped queue's wptr shadow
 	slotNotify atomic.Uint32
 	pauseReq   atomic.Pointer[pauseReq] // a snapshot's pause (snapshot.go)

@@ -38,7 +38,7 @@ func (a *activation) publishTable() {
 func (a *activation) events(now time.Time) {
 	a.evMu.Lock()
 	dbs := a.dbQueued
-	a.dbQueued = nil
+	a.dbQueued = a.dbSpare[:0] // the two lists take turns: no allocation per doorbell
 	poll := a.pollNow
 	a.pollNow = false
 	a.evMu.Unlock()
@@ -49,12 +49,14 @@ func (a *activation) events(now time.Time) {
 		}
 		if w := q.lastDB.Load(); w > q.wptr && w-q.rptr <= q.ringDwords() {
 			q.wptr = w
-			a.rescan = true
+			a.await(q, now)
 			a.nUnmappedDBs.Add(1)
 			a.event(abi.MES_EVT_DOORBELL, 0, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
 			q.publish()
 		}
 	}
+	clear(dbs)
+	a.dbSpare = dbs
 	if poll || a.hw != nil && a.hw.poll > 0 && !now.Before(a.nextPoll) {
 		a.pollShadows(now)
 	}
@@ -204,7 +206,7 @@ func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Ti
 	} else {
 		a.writeSaved(q)
 	}
-	a.markUnmapped(q)
+	a.markUnmapped(q, now)
 }
 
 // writeSaved writes what an unmap leaves in memory: the MQD and gang context, and the rptr
@@ -233,10 +235,20 @@ func (a *activation) reportQueueRptr(q *queue) {
 	}
 }
 
-// markUnmapped publishes an unmapped queue and has the next pass look whether it waits.
-func (a *activation) markUnmapped(q *queue) {
-	a.rescan = true
+// markUnmapped publishes an unmapped queue and puts it in the wait list if it has work.
+func (a *activation) markUnmapped(q *queue, now time.Time) {
+	a.await(q, now)
 	q.publish()
+}
+
+// await puts q at the end of the wait list if it may be mapped and is not there yet: what a
+// scan of every queue (a.rescan) would do for it, for the events that concern one queue (its
+// doorbell, its unmap), so that a switch costs no scan of a thousand queues.
+func (a *activation) await(q *queue, now time.Time) {
+	if !q.inWait && q.runnable() {
+		q.inWait, q.waitSince = true, now
+		a.waitList = append(a.waitList, q)
+	}
 }
 
 // hang marks a queue that did not stop within its grace: it keeps its slot until RESET.
