@@ -16,10 +16,10 @@ import (
 // queue idle in the slot, so MES unmaps it (saving it to its MQD) and maps this one — one
 // switch per job, checked (MES_MAPS grows by one per job). The same jobs on A alone, which
 // stays mapped (checked: no map), cost the rest of the job: the switch is the median of the
-// differences of interleaved blocks of the two (swBlocksPerRound). Beside it, in the same rig, the cost of 20
-// one-dword WRITE_DATA packets through the device path (A, mapped, runs them in fenced chunks
-// of up to half its ring, as the packet-rate figure does). The device runs in a child
-// process, as QEMU sees it.
+// differences of interleaved blocks of the two (swBlocksPerRound). Beside it, in the same
+// rig, the cost of 20 one-dword WRITE_DATA packets through the device path (A, mapped, runs
+// them in fenced chunks of up to half its ring, as the packet-rate figure does; its median
+// block). The device runs in a child process, as QEMU sees it.
 
 // longIdle is the idle grace (100 ns units: 10 s) of the rigs whose baselines need a queue to
 // stay mapped: with nobody waiting a queue keeps its slot until it has been idle that long.
@@ -247,5 +247,6 @@ func MESSwitch(rounds int) (res Result, err error) {
 	}
 	return Result{Name: name, Value: median(diff), Unit: "µs", Baseline: "20 one-dword WRITE_DATA (device path, same queue)",
 		Base: median(us[2]),
-		Note: fmt.Sprintf("job with a switch %.3g µs, without (queue stays mapped) %.3g µs; target ≤ 1×", median(us[0]), median(us[1]))}, nil
+		Note: fmt.Sprintf("job with a switch %.3g µs, without (queue stays mapped) %.3g µs; median of %d interleaved blocks; target ≤ 1×",
+			median(us[0]), median(us[1]), blocks)}, nil
 }
