@@ -124,6 +124,16 @@ func (q *queue) publish() {
 	q.pubRptr.Store(q.rptr)
 }
 
+// publishMapped publishes q as it will be once mapped in slot (place, before the map: the
+// queue's work may complete before Map returns, and whoever sees it done must see the queue
+// mapped — a driver that then rings its doorbell expects the HQD to take it).
+func (q *queue) publishMapped(slot int) {
+	state, was := q.state, q.slot
+	q.state, q.slot = qMapped, slot
+	q.publish()
+	q.state, q.slot = state, was
+}
+
 // table is the scheduler's bookkeeping: processes, gangs, queues.
 type table struct {
 	procs  map[uint64]*process

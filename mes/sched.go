@@ -306,9 +306,11 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	// work may finish before Map returns); taken back if the map fails.
 	q.maps.Add(1)
 	a.nMaps.Add(1)
+	q.publishMapped(slot) // likewise MES_QUERY_STATUS shows it mapped
 	var err error
 	if !a.slotsDo(func(s Slots) { err = s.Map(slot, img) }) {
 		a.uncountMap(q)
+		q.publish()
 		return false
 	}
 	if err != nil {
