@@ -128,6 +128,7 @@ func BenchmarkMESSwitch(b *testing.B) {
 			b.Fatal(err)
 		}
 		reportResult(b, r)
+		b.Log(r.Note)
 	}
 }
 

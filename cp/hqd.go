@@ -37,6 +37,8 @@ type hqd struct {
 	// pending is the mapped queue Map handed the spare's goroutine, which has not picked it
 	// up yet (an idle one is picked up at its first wake); it is not in live until then.
 	pending *queue
+	// fresh is a zeroed queue for the slot's next Map (mapped.go: prepareFresh).
+	fresh atomic.Pointer[queue]
 }
 
 // maxVMID: HQD_VMID must fit the 4-bit VMID fields of IVs and IBs.

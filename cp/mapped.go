@@ -228,15 +228,14 @@ func (c *CP) Map(slot int, img Image) error {
 		return ErrSlotDraining
 	}
 	qs := img.Control & abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE_MASK >> abi.REG_HQD_PQ_CONTROL__QUEUE_SIZE__SHIFT
-	q := &queue{
-		c: c, h: h, mem: c.mem, slot: slot, ringID: RingID(slot), vmid: img.VMID, client: abi.VM_CID_CPC,
-		base: img.Base, size: uint64(1) << (qs + 1), reportAddr: img.ReportAddr,
-		noUpdateRptr: img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0,
-		doorbellEn:   img.DoorbellControl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0,
-		doorbellOff:  img.DoorbellControl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT,
-		mapped:       true, control: img.Control, doorbellCtl: img.DoorbellControl, prio: img.Priority,
-		fenceAddr: img.FenceAddr, fenceDoorbell: img.DoorbellOffset,
-	}
+	q := h.takeFresh()
+	q.c, q.h, q.mem, q.slot, q.ringID, q.vmid, q.client = c, h, c.mem, slot, RingID(slot), img.VMID, abi.VM_CID_CPC
+	q.base, q.size, q.reportAddr = img.Base, uint64(1)<<(qs+1), img.ReportAddr
+	q.noUpdateRptr = img.Control&abi.REG_HQD_PQ_CONTROL__NO_UPDATE_RPTR_MASK != 0
+	q.doorbellEn = img.DoorbellControl&abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_EN_MASK != 0
+	q.doorbellOff = img.DoorbellControl & abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET_MASK >> abi.REG_HQD_PQ_DOORBELL_CONTROL__DOORBELL_OFFSET__SHIFT
+	q.mapped, q.control, q.doorbellCtl, q.prio = true, img.Control, img.DoorbellControl, img.Priority
+	q.fenceAddr, q.fenceDoorbell = img.FenceAddr, img.DoorbellOffset
 	spare := h.spare
 	if spare != nil {
 		// The spare's goroutine will run q: q takes over its channels. A stray wake meant
@@ -294,6 +293,25 @@ func (c *CP) Map(slot int, img Image) error {
 	c.wg.Add(1)
 	go q.run()
 	return nil
+}
+
+// takeFresh returns a zeroed queue for Map: the one prepareFresh made, else a new one.
+func (h *hqd) takeFresh() *queue {
+	if q := h.fresh.Swap(nil); q != nil {
+		return q
+	}
+	return new(queue)
+}
+
+// prepareFresh makes the zeroed queue the slot's next Map takes (a mapped queue calls it when
+// it goes idle, on its own goroutine): a queue is some 1.6 KiB, and a switch should not
+// allocate and clear it between the unmap and the new queue's start. A fresh queue is never
+// reused: stale pointers to an old one (a Doorbell that loaded it before Release) read its
+// immutable fields without a lock.
+func (h *hqd) prepareFresh() {
+	if h.fresh.Load() == nil {
+		h.fresh.CompareAndSwap(nil, new(queue))
+	}
 }
 
 // stuck counts the slot's goroutines that may still be inside (or make) a call out (mu
@@ -372,6 +390,7 @@ const (
 // sleepMapped is sleep for a mapped queue (no wptr polling) after it set asleep. false:
 // Preempt saved it (the goroutine then ends the activation and waits as the slot's spare).
 func (q *queue) sleepMapped() bool {
+	q.h.prepareFresh()
 	if q.stopReq.Load() == 0 { // else a stop came before asleep was set: do not wait for it
 		<-q.wake
 	}

@@ -41,6 +41,7 @@ type activation struct {
 	// Events from other goroutines.
 	evMu       sync.Mutex
 	dbQueued   []*queue // doorbells of queues not in a slot
+	dbSpare    []*queue // the goroutine's: dbQueued's other buffer (events)
 	pollNow    bool     // an aggregated doorbell: read every unmapped queue's wptr shadow
 	slotNotify atomic.Uint32
 	pauseReq   atomic.Pointer[pauseReq] // a snapshot's pause (snapshot.go)
@@ -67,11 +68,14 @@ type activation struct {
 	waitLevels uint32           // bit l: a queue of level l is in waitList
 	rescan     bool             // a queue may have got work: the next pass scans every queue
 	lastScan   time.Time
+	deferring  bool     // the policy owes its MQD and context writes (deferred.go)
+	owedQueues []*queue // queues owed writes, in order
+	wokeHQD    bool     // a map of this pass gave an HQD work
 	log        eventLog
 	pollWait   time.Duration // current wptr-poll period (backs off)
 	nextPoll   time.Time
 	timer      *time.Timer
-	timerAt    time.Time // when timer fires (zero: not armed); see sleep
+	timerAt    time.Time // when timer fires (it kicks; past: fired); see sleep
 	buf        [abi.MES_API_FRAME_DWORDS * 4]byte
 	scratch    [8]byte
 	// io is the buffer of the MQD and context reads and writes of a map and an unmap (one
@@ -79,6 +83,7 @@ type activation struct {
 	io     [abi.MES_CTX_BYTES]byte
 	evBuf  [abi.MES_EVENT_BYTES + 4]byte // an event record and the log header (evlog.go)
 	mqdBuf []byte
+	mqdAll [abi.MES_MQD_DWORDS * 4]byte // a whole MQD (loadMQD)
 }
 
 func newActivation(m *MES, rc ringConfig) *activation {
@@ -188,7 +193,7 @@ func (a *activation) notify(slot int) {
 // run is the scheduler goroutine.
 func (a *activation) run() {
 	defer a.m.wg.Done()
-	a.timer, a.timerAt = time.NewTimer(time.Hour), time.Now().Add(time.Hour)
+	a.timer, a.timerAt = time.AfterFunc(time.Hour, a.kick), time.Now().Add(time.Hour)
 	defer a.timer.Stop()
 	if reason := a.checkRing(); reason != 0 {
 		a.haltRing(reason, "API ring configuration invalid")
@@ -206,14 +211,19 @@ func (a *activation) run() {
 			return // ring halted or revoked
 		}
 		a.schedule(now)
+		a.yieldToHQDs()
+		a.payAll() // what the policy deferred (deferred.go)
 		a.sleep(now, a.nextDeadline(now))
 	}
 }
 
 // sleep waits for an event, the stop, or d (from the pass's start, now). The timer is armed
-// again only for a deadline earlier than the one it is armed for: a later one is met by
-// waking at the armed time, whose pass arms the timer anew. Re-arming and stopping the timer
-// in every pass cost a sizeable part of a short pass (a switch is about two of them).
+// again only for a deadline earlier than the one it is armed for, or once that one has passed:
+// a later one is met by waking at the armed time, whose pass arms the timer anew. Re-arming
+// and stopping the timer in every pass cost a sizeable part of a short pass. The timer wakes
+// the goroutine as an event does (it kicks): a wait on the timer's channel beside the others
+// would put the timer in and out of the runtime's heap at every sleep and wake — the most
+// frequent wake-up is a doorbell's or a slot's, and on a switch it is on the new queue's path.
 func (a *activation) sleep(now time.Time, d time.Duration) {
 	if d <= 0 {
 		select {
@@ -222,14 +232,12 @@ func (a *activation) sleep(now time.Time, d time.Duration) {
 		}
 		return
 	}
-	if at := now.Add(d); a.timerAt.IsZero() || at.Before(a.timerAt) {
+	if at := now.Add(d); a.timerAt.IsZero() || !now.Before(a.timerAt) || at.Before(a.timerAt) {
 		a.timer.Reset(d)
 		a.timerAt = at
 	}
 	select {
 	case <-a.wake:
-	case <-a.timer.C:
-		a.timerAt = time.Time{}
 	case <-a.stop:
 	}
 }

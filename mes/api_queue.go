@@ -128,7 +128,7 @@ func (a *activation) addQueue(f *frame, now time.Time) *frameErr {
 	a.t.queues[q.doorbell] = q
 	a.t.order = append(a.t.order, q)
 	a.publishTable()
-	a.markUnmapped(q)
+	a.markUnmapped(q, now)
 	q.publishIdent()
 	q.publish()
 	return nil

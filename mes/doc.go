@@ -27,8 +27,11 @@
 // periodic wptr-shadow poll), observe the occupied slots (a queue that stopped is saved and
 // its slot released; idle queues are noted; a preemption past its grace is a hang), run API
 // frames in order (a frame that must wait — REMOVE, SUSPEND, RESET, MISC WAIT_REG_MEM — stalls
-// the ring, not the scheduler), apply the policy, then sleep until the next event or timer
-// (a preemption grace, an idle grace, a quantum someone waits for, the poll, a register wait).
+// the ring, not the scheduler), apply the policy — then, if a map gave an HQD work and no
+// queue waits, yield once to the HQD goroutines it woke, then make the memory writes the policy
+// deferred (deferred.go: a switch's new queue starts before the old one's MQD is written) —
+// then sleep until the next event or timer (a preemption grace, an idle grace, a quantum
+// someone waits for, the poll, a register wait).
 // Every timer has a floor, every pass does bounded work (at most 64 frames), and every frame
 // completes or fails with a named reason: the firmware never wedges and never spins.
 //

@@ -49,20 +49,13 @@ func (q *queue) ringDwords() uint64 {
 // added, its start pointers. It validates what the CP would refuse, so a bad MQD fails its
 // ADD_QUEUE (later maps that fail to load halt the queue).
 func (a *activation) loadMQD(q *queue) *frameErr {
-	b := a.mqdBuf[:hqdBytes]
-	hdr, fence := a.io[:8], a.io[8:16]
-	if err := a.read(q.mqd, hdr[:4]); err != nil {
-		return fail(abi.MES_ERR_BAD_ADDRESS, "mqd_addr %#x: %v", q.mqd, err)
+	lay := q.layout()
+	b, hdr, fence, ferr := a.readMQD(q, lay)
+	if ferr != nil {
+		return ferr
 	}
 	if h := binary.LittleEndian.Uint32(hdr); h != abi.MES_MQD_HEADER {
 		return fail(abi.MES_ERR_BAD_MQD, "MQD header %#08x (want %#08x)", h, abi.MES_MQD_HEADER)
-	}
-	if err := a.read(q.mqd+hqdFirst*4, b); err != nil {
-		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
-	}
-	lay := q.layout()
-	if err := a.read(q.mqd+lay.fenceLo*4, fence); err != nil {
-		return fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
 	}
 	if len(q.hqd) != hqdBytes {
 		q.hqd = make([]byte, hqdBytes)
@@ -103,6 +96,30 @@ func (a *activation) loadMQD(q *queue) *frameErr {
 		q.loaded = true
 	}
 	return nil
+}
+
+// readMQD reads the parts of q's MQD a load uses — the header, the HQD image, the protected
+// fence address — in one access of the whole MQD (a map is one memory round trip, not three);
+// if that fails (part of it unreadable), part by part, so the error names the part.
+func (a *activation) readMQD(q *queue, lay *mqdLayout) (hqd, hdr, fence []byte, err *frameErr) {
+	all := a.mqdAll[:]
+	if a.read(q.mqd, all) == nil {
+		return all[hqdFirst*4 : hqdFirst*4+hqdBytes], all[:4], all[lay.fenceLo*4 : lay.fenceLo*4+8], nil
+	}
+	hqd, hdr, fence = a.mqdBuf[:hqdBytes], a.io[:4], a.io[8:16]
+	if err := a.read(q.mqd, hdr); err != nil {
+		return nil, nil, nil, fail(abi.MES_ERR_BAD_ADDRESS, "mqd_addr %#x: %v", q.mqd, err)
+	}
+	if h := binary.LittleEndian.Uint32(hdr); h != abi.MES_MQD_HEADER {
+		return nil, nil, nil, fail(abi.MES_ERR_BAD_MQD, "MQD header %#08x (want %#08x)", h, abi.MES_MQD_HEADER)
+	}
+	if err := a.read(q.mqd+hqdFirst*4, hqd); err != nil {
+		return nil, nil, nil, fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
+	}
+	if err := a.read(q.mqd+lay.fenceLo*4, fence); err != nil {
+		return nil, nil, nil, fail(abi.MES_ERR_BAD_ADDRESS, "MQD %#x: %v", q.mqd, err)
+	}
+	return hqd, hdr, fence, nil
 }
 
 // saveQueue writes an unmapped queue's state back: the MQD's HQD image (pointers, IB1, error,

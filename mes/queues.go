@@ -71,6 +71,7 @@ type queue struct {
 	loaded        bool      // img holds the MQD's ring configuration
 	errCode       uint32    // CP_ERROR_* it halted with
 	removing      bool      // a REMOVE_QUEUE waits for it
+	owed          owedWrite // memory writes a policy pass owes it (deferred.go)
 
 	// Shared with the doorbell path.
 	lastDB    atomic.Uint64 // last doorbell value (a wptr)
@@ -121,6 +122,16 @@ func (q *queue) publish() {
 	v |= uint32(q.gang.proc.vmid) << abi.REG_MES_QUERY_STATUS__VMID__SHIFT & abi.REG_MES_QUERY_STATUS__VMID_MASK
 	q.status.Store(v)
 	q.pubRptr.Store(q.rptr)
+}
+
+// publishMapped publishes q as it will be once mapped in slot (place, before the map: the
+// queue's work may complete before Map returns, and whoever sees it done must see the queue
+// mapped — a driver that then rings its doorbell expects the HQD to take it).
+func (q *queue) publishMapped(slot int) {
+	state, was := q.state, q.slot
+	q.state, q.slot = qMapped, slot
+	q.publish()
+	q.state, q.slot = state, was
 }
 
 // table is the scheduler's bookkeeping: processes, gangs, queues.

@@ -38,7 +38,7 @@ func (a *activation) publishTable() {
 func (a *activation) events(now time.Time) {
 	a.evMu.Lock()
 	dbs := a.dbQueued
-	a.dbQueued = nil
+	a.dbQueued = a.dbSpare[:0] // the two lists take turns: no allocation per doorbell
 	poll := a.pollNow
 	a.pollNow = false
 	a.evMu.Unlock()
@@ -49,12 +49,14 @@ func (a *activation) events(now time.Time) {
 		}
 		if w := q.lastDB.Load(); w > q.wptr && w-q.rptr <= q.ringDwords() {
 			q.wptr = w
-			a.rescan = true
+			a.await(q, now)
 			a.nUnmappedDBs.Add(1)
 			a.event(abi.MES_EVT_DOORBELL, 0, noSlot, q.gang.level, q.doorbell, q.rptr, 0)
 			q.publish()
 		}
 	}
+	clear(dbs)
+	a.dbSpare = dbs
 	if poll || a.hw != nil && a.hw.poll > 0 && !now.Before(a.nextPoll) {
 		a.pollShadows(now)
 	}
@@ -198,9 +200,20 @@ func (a *activation) leftSlot(q *queue, img cp.Image, reason uint32, now time.Ti
 		q.preempts.Add(1)
 	}
 	a.event(abi.MES_EVT_UNMAP, reason, slot, q.gang.level, q.doorbell, q.rptr, uint32(q.gang.proc.vm.PASID))
+	q.publish()
+	if a.deferring {
+		a.owe(q, oweSave) // after the map this unmap makes room for (deferred.go)
+	} else {
+		a.writeSaved(q)
+	}
+	a.markUnmapped(q, now)
+}
+
+// writeSaved writes what an unmap leaves in memory: the MQD and gang context, and the rptr
+// report.
+func (a *activation) writeSaved(q *queue) {
 	a.saveQueue(q)
 	a.reportQueueRptr(q)
-	a.markUnmapped(q)
 }
 
 // reportQueueRptr writes an unmapped queue's rptr to its rptr report address, in its process's
@@ -222,10 +235,20 @@ func (a *activation) reportQueueRptr(q *queue) {
 	}
 }
 
-// markUnmapped publishes an unmapped queue and has the next pass look whether it waits.
-func (a *activation) markUnmapped(q *queue) {
-	a.rescan = true
+// markUnmapped publishes an unmapped queue and puts it in the wait list if it has work.
+func (a *activation) markUnmapped(q *queue, now time.Time) {
+	a.await(q, now)
 	q.publish()
+}
+
+// await puts q at the end of the wait list if it may be mapped and is not there yet: what a
+// scan of every queue (a.rescan) would do for it, for the events that concern one queue (its
+// doorbell, its unmap), so that a switch costs no scan of a thousand queues.
+func (a *activation) await(q *queue, now time.Time) {
+	if !q.inWait && q.runnable() {
+		q.inWait, q.waitSince = true, now
+		a.waitList = append(a.waitList, q)
+	}
 }
 
 // hang marks a queue that did not stop within its grace: it keeps its slot until RESET.
@@ -267,6 +290,7 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	if !a.ensureVMID(p, now) {
 		return false
 	}
+	a.payOwed(q) // an unmap of q earlier in this pass is saved before q's MQD is read again
 	if err := a.loadMQD(q); err != nil {
 		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
 		a.m.limiter.Warn(logKeySave, "mes: MQD no longer loads: queue halted", "doorbell", q.doorbell, "why", err.why)
@@ -277,29 +301,23 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 	img := q.img
 	img.VMID, img.Priority = p.vmid, uint8(q.gang.level)
 	img.Rptr, img.Wptr = q.rptr, q.wptr
-	// Everything that says "mapped" (inSlot, the counts, the state the status register and the
-	// MQD show) is in place before Map: the queue's work may finish inside Map, and whoever sees
-	// it done must see the queue mapped and its map counted. A map that fails takes it back.
-	// inSlot is set before Map and lastDB read after it: a doorbell is seen by the HQD or below.
-	prev := q.state
-	q.inSlot.Store(true)
-	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
-	a.slots[slot] = q
-	p.inSlots++
+	q.inSlot.Store(true) // then Map, then read lastDB: a doorbell is seen by the HQD or below
+	// Counted before the map, so whoever sees the queue's work done sees its map counted (the
+	// work may finish before Map returns); taken back if the map fails.
 	q.maps.Add(1)
 	a.nMaps.Add(1)
 	a.nMapped.Add(1)
-	a.writeMapped(q)
+	q.publishMapped(slot) // likewise MES_QUERY_STATUS shows it mapped
 	var err error
 	if !a.slotsDo(func(s Slots) { err = s.Map(slot, img) }) {
-		a.unplace(q, prev) // revoked: nothing more is written
+		a.uncountMap(q)
+		q.publish()
 		return false
 	}
 	if err != nil {
-		a.unplace(q, qHalted)
-		q.errCode = abi.CP_ERROR_RING_CONFIG
+		a.uncountMap(q)
+		q.state, q.errCode = qHalted, abi.CP_ERROR_RING_CONFIG
 		a.m.limiter.Warn(logKeySave, "mes: the CP refused the queue's image: queue halted", "doorbell", q.doorbell, "err", err)
-		a.saveQueue(q)
 		q.publish()
 		return false
 	}
@@ -307,18 +325,25 @@ func (a *activation) place(q *queue, slot int, now time.Time) bool {
 		q.wptr = w
 		a.slotsDo(func(s Slots) { s.Kick(slot, w) })
 	}
+	a.wokeHQD = a.wokeHQD || q.hasWork()
 	q.img.Exec.Dispatches = nil // the CP has them now (the next unmap saves what is left)
+	q.state, q.slot, q.mappedAt, q.idleSince, q.ranSince = qMapped, slot, now, time.Time{}, time.Time{}
+	a.slots[slot] = q
+	p.inSlots++
 	p.lastMap = now
 	a.event(abi.MES_EVT_MAP, 0, slot, q.gang.level, q.doorbell, q.rptr, uint32(p.vm.PASID)|uint32(p.vmid)<<16)
+	if a.deferring {
+		q.publish()
+		a.owe(q, oweMapped)
+	} else {
+		a.writeMapped(q)
+	}
 	return true
 }
 
-// unplace takes back what place set before a map that did not happen; q is left in state.
-func (a *activation) unplace(q *queue, state qstate) {
+// uncountMap takes back place's counts and inSlot for a map that did not happen.
+func (a *activation) uncountMap(q *queue) {
 	q.inSlot.Store(false)
-	a.slots[q.slot] = nil
-	q.gang.proc.inSlots--
-	q.state, q.slot = state, -1
 	q.maps.Add(^uint32(0))
 	a.nMaps.Add(^uint32(0))
 	a.nMapped.Add(^uint32(0))
@@ -393,6 +418,7 @@ func (a *activation) schedule(now time.Time) {
 	if a.hw == nil {
 		return
 	}
+	a.deferWrites()
 	waiters := a.refreshWaiting(now)
 	var waiting [2]int // by type: gfx, compute
 	for _, q := range waiters {
