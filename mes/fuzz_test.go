@@ -39,47 +39,50 @@ func FuzzFrames(f *testing.F) {
 			fz.r.close()
 		}
 	})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := fz.begin(t)
-		// Work on the rig's queues while the frames run, as in a driver's scheduler.
-		seq := fz.jobs
-		fz.jobs++
-		for _, q := range fz.qs {
-			q.job(seq)
+	f.Fuzz(fz.input)
+}
+
+// input runs one input of FuzzFrames.
+func (fz *frameFuzz) input(t *testing.T, data []byte) {
+	r := fz.begin(t)
+	// Work on the rig's queues while the frames run, as in a driver's scheduler.
+	seq := fz.jobs
+	fz.jobs++
+	for _, q := range fz.qs {
+		q.job(seq)
+	}
+	const frameBytes = 4 * abi.MES_API_FRAME_DWORDS
+	touched := false
+	for n := 0; n < 4 && len(data) > 0; n++ {
+		var fr frameB
+		chunk := data[:min(len(data), frameBytes)]
+		data = data[len(chunk):]
+		for i := 0; i+4 <= len(chunk); i += 4 {
+			fr[i/4] = binary.LittleEndian.Uint32(chunk[i:])
 		}
-		const frameBytes = 4 * abi.MES_API_FRAME_DWORDS
-		touched := false
-		for n := 0; n < 4 && len(data) > 0; n++ {
-			var fr frameB
-			chunk := data[:min(len(data), frameBytes)]
-			data = data[len(chunk):]
-			for i := 0; i+4 <= len(chunk); i += 4 {
-				fr[i/4] = binary.LittleEndian.Uint32(chunk[i:])
-			}
-			dw, ok := statusDW(fr[0] >> 4 & 0xFF)
-			if !ok {
-				dw = 2
-			}
-			touched = touched || touches((*frame)(&fr))
-			fz.expectWait((*frame)(&fr))
-			r.submit(&fr, dw) // returns once the barrier after it completed: it did not wedge
-			fz.expectWait(nil)
+		dw, ok := statusDW(fr[0] >> 4 & 0xFF)
+		if !ok {
+			dw = 2
 		}
-		if !touched {
-			// The scheduler is in the state the restart left it in (touches), so its own queues
-			// still take jobs: this input's must complete.
-			r.waitFor("the rig's queues' jobs after fuzzed frames", 5*time.Second, func() bool {
-				return fz.qs[0].done(seq) && fz.qs[1].done(seq)
-			})
-			fz.fresh = true
-			return
-		}
-		// Still a working scheduler: a fresh queue runs a job. The next input restarts.
-		q := r.queueAt(5, 0)
-		q.add(abi.MES_PRIORITY_NORMAL, 0)
-		q.job(0)
-		r.waitFor("a job after fuzzed frames", 5*time.Second, func() bool { return q.done(0) })
-	})
+		touched = touched || touches((*frame)(&fr))
+		fz.expectWait((*frame)(&fr))
+		r.submit(&fr, dw) // returns once the barrier after it completed: it did not wedge
+		fz.expectWait(nil)
+	}
+	if !touched {
+		// The scheduler is in the state the restart left it in (touches), so its own queues
+		// still take jobs: this input's must complete.
+		r.waitFor("the rig's queues' jobs after fuzzed frames", 5*time.Second, func() bool {
+			return fz.qs[0].done(seq) && fz.qs[1].done(seq)
+		})
+		fz.fresh = true
+		return
+	}
+	// Still a working scheduler: a fresh queue runs a job. The next input restarts.
+	q := r.queueAt(5, 0)
+	q.add(abi.MES_PRIORITY_NORMAL, 0)
+	q.job(0)
+	r.waitFor("a job after fuzzed frames", 5*time.Second, func() bool { return q.done(0) })
 }
 
 // frameFuzz is FuzzFrames' rig, kept across the inputs of one worker process (inputs run one
@@ -103,6 +106,7 @@ func (fz *frameFuzz) begin(t *testing.T) *rig {
 	t.Helper()
 	if fz.r == nil {
 		fz.r = buildRig(t, nil)
+		fz.r.wakeOnWrite()
 		fz.r.regs.Hook = fz.regHook
 	}
 	fz.r.t = t

@@ -37,8 +37,9 @@ type rig struct {
 	seq  uint64
 	wptr uint64
 	n    int // frames sent (status slot index)
-	// wrote is signalled (without blocking) after every engine write to memory: waitFor
-	// wakes on it, so a wait for a fence costs the scheduler's latency, not a poll period.
+	// wrote, when set (wakeOnWrite), is signalled without blocking after every engine write
+	// to memory: waitFor wakes on it, so a wait for a fence costs the scheduler's latency, not
+	// a poll period.
 	wrote chan struct{}
 }
 
@@ -93,7 +94,7 @@ func (r *rig) startRing() {
 // one rig for many inputs and closes it itself).
 func buildRig(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) *rig {
 	r := &rig{t: t, mem: cptest.NewMemory(4 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
-		vm: &vmRecorder{bound: map[int]VMContext{}}, wrote: make(chan struct{}, 1)}
+		vm: &vmRecorder{bound: map[int]VMContext{}}}
 	var m *MES
 	c := cp.Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Notify: func(slot int) { m.Notify(slot) }}
 	for _, f := range cfg {
@@ -106,13 +107,7 @@ func buildRig(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) *ri
 	}
 	m = New(Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Slots: slots, VM: r.vm, Doorbells: 2048})
 	r.mes = m
-	r.mem.SetOnWrite(func() {
-		r.cp.Wake()
-		select {
-		case r.wrote <- struct{}{}:
-		default:
-		}
-	})
+	r.mem.SetOnWrite(r.cp.Wake)
 	return r
 }
 
@@ -179,9 +174,23 @@ func (r *rig) fails(f *frameB, statusDW uint64, reason uint32) {
 	}
 }
 
-// waitFor waits until cond holds, failing the test after d. It re-checks after every engine
-// write to memory (fences, job results) and, for conditions no write signals (registers,
-// interrupts), every 50 µs.
+// wakeOnWrite makes waitFor re-check after every engine write to memory (before the
+// scheduler starts: the hook is read by engine goroutines). Off by default: some tests read
+// state right after a fence that the scheduler updates just after writing it (TestStatus
+// reads the ring's rptr and the frame history), which a 50 µs poll happens to hide.
+func (r *rig) wakeOnWrite() {
+	r.wrote = make(chan struct{}, 1)
+	r.mem.SetOnWrite(func() {
+		r.cp.Wake()
+		select {
+		case r.wrote <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// waitFor waits until cond holds, failing the test after d. It re-checks every 50 µs and,
+// after wakeOnWrite, after every engine write to memory (fences, job results).
 func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
 	r.t.Helper()
 	if cond() {
