@@ -115,7 +115,7 @@ func (fz *frameFuzz) begin(t *testing.T) *rig {
 	}
 	fz.fresh = false // until the input ends well
 	// Register values are input state (MISC WRITE_REG, WAIT_REG_MEM); nothing else the rig runs
-	// reads registers (its jobs are WRITE_DATA). IVs only accumulate.
+	// reads registers (its jobs are WRITE_DATA). Recorded IVs would only pile up.
 	fz.r.regs.Reset()
 	fz.r.ivs.Reset()
 	return fz.r
