@@ -37,6 +37,10 @@ type rig struct {
 	seq  uint64
 	wptr uint64
 	n    int // frames sent (status slot index)
+	// wrote, when set (wakeOnWrite), is signalled without blocking after every engine write
+	// to memory: waitFor wakes on it, so a wait for a fence costs the scheduler's latency, not
+	// a poll period.
+	wrote chan struct{}
 }
 
 // vmRecorder records VMID programming (the device's AddressSpaces writes gpuvm registers).
@@ -69,6 +73,26 @@ func newRig(t testing.TB, cfg ...func(*cp.Config)) *rig {
 // newRigSlots is newRig with the scheduler's Slots wrapped by wrap (nil: the CP itself).
 func newRigSlots(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) *rig {
 	t.Helper()
+	r := buildRig(t, wrap, cfg...)
+	t.Cleanup(r.close)
+	r.startRing()
+	return r
+}
+
+// close stops the scheduler and the CP (bounded waits).
+func (r *rig) close() { r.mes.Close(); r.cp.Close() }
+
+// startRing programs the API ring and starts the scheduler on it.
+func (r *rig) startRing() {
+	r.wreg(abi.REG_MES_RING_BASE_LO, ringBase)
+	r.wreg(abi.REG_MES_RING_CONTROL, 13) // ringDwords
+	r.wreg(abi.REG_MES_RING_DOORBELL, 4<<abi.REG_MES_RING_DOORBELL__OFFSET__SHIFT|abi.REG_MES_RING_DOORBELL__EN_MASK)
+	r.wreg(abi.REG_MES_RING_ACTIVE, 1)
+}
+
+// buildRig is newRigSlots without the cleanup and with the scheduler off (FuzzFrames keeps
+// one rig for many inputs and closes it itself).
+func buildRig(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) *rig {
 	r := &rig{t: t, mem: cptest.NewMemory(4 << 20), regs: cptest.NewRegisters(), ivs: cptest.NewInterrupts(),
 		vm: &vmRecorder{bound: map[int]VMContext{}}}
 	var m *MES
@@ -84,11 +108,6 @@ func newRigSlots(t testing.TB, wrap func(Slots) Slots, cfg ...func(*cp.Config)) 
 	m = New(Config{Memory: r.mem, Registers: r.regs, Interrupts: r.ivs, Slots: slots, VM: r.vm, Doorbells: 2048})
 	r.mes = m
 	r.mem.SetOnWrite(r.cp.Wake)
-	t.Cleanup(func() { m.Close(); r.cp.Close() })
-	r.wreg(abi.REG_MES_RING_BASE_LO, ringBase)
-	r.wreg(abi.REG_MES_RING_CONTROL, 13) // ringDwords
-	r.wreg(abi.REG_MES_RING_DOORBELL, 4<<abi.REG_MES_RING_DOORBELL__OFFSET__SHIFT|abi.REG_MES_RING_DOORBELL__EN_MASK)
-	r.wreg(abi.REG_MES_RING_ACTIVE, 1)
 	return r
 }
 
@@ -155,16 +174,46 @@ func (r *rig) fails(f *frameB, statusDW uint64, reason uint32) {
 	}
 }
 
+// wakeOnWrite makes waitFor re-check after every engine write to memory (before the
+// scheduler starts: the hook is read by engine goroutines). Off by default: some tests read
+// state right after a fence that the scheduler updates just after writing it (TestStatus
+// reads the ring's rptr and the frame history), which a 50 µs poll happens to hide.
+func (r *rig) wakeOnWrite() {
+	r.wrote = make(chan struct{}, 1)
+	r.mem.SetOnWrite(func() {
+		r.cp.Wake()
+		select {
+		case r.wrote <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// waitFor waits until cond holds, failing the test after d. It re-checks every 50 µs and,
+// after wakeOnWrite, after every engine write to memory (fences, job results).
 func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
 	r.t.Helper()
+	if cond() {
+		return
+	}
 	deadline := time.Now().Add(d)
+	var poll *time.Timer
 	for !cond() {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("timed out waiting for %s (MES_STATUS %#x RPTR %d FRAMES %d ERRORS %d LAST_ERROR %#x MAPPED %d)", what,
 				r.rreg(abi.REG_MES_STATUS), r.rreg(abi.REG_MES_RING_RPTR), r.rreg(abi.REG_MES_FRAMES),
 				r.rreg(abi.REG_MES_FRAME_ERRORS), r.rreg(abi.REG_MES_LAST_ERROR), r.rreg(abi.REG_MES_MAPPED))
 		}
-		time.Sleep(50 * time.Microsecond)
+		if poll == nil {
+			poll = time.NewTimer(50 * time.Microsecond)
+			defer poll.Stop()
+		} else {
+			poll.Reset(50 * time.Microsecond)
+		}
+		select {
+		case <-r.wrote:
+		case <-poll.C:
+		}
 	}
 }
 
