@@ -20,8 +20,11 @@ func TestStatus(t *testing.T) {
 	r.fails(newFrame(abi.MES_SCH_API_REMOVE_QUEUE).set(abi.MES_REMOVE_QUEUE_DW_DOORBELL_OFFSET, 0x7FE),
 		abi.MES_REMOVE_QUEUE_DW_API_STATUS, abi.MES_ERR_NO_SUCH_QUEUE)
 
-	st := r.mes.Status()
-	if st.State != abi.MES_STATE_RUNNING || len(st.QueueList) != 2 || st.Ring.Rptr != st.Ring.Wptr {
+	// The barrier's fence is written before the scheduler moves its rptr past the barrier and
+	// records it in the history (as on hardware, the fence comes first): wait for the rptr.
+	var st Status
+	r.waitFor("the ring consumed", 5*time.Second, func() bool { st = r.mes.Status(); return st.Ring.Rptr == st.Ring.Wptr })
+	if st.State != abi.MES_STATE_RUNNING || len(st.QueueList) != 2 {
 		t.Fatalf("status %+v", st)
 	}
 	for i, tc := range []struct {
