@@ -1,9 +1,6 @@
 package mes
 
-import (
-	"os"
-	"runtime"
-)
+import "runtime"
 
 // Deferred writes. In a switch the new queue's work waits for its map, and nothing in the map
 // needs what the unmap before it writes to memory (the old queue's MQD, gang context and rptr
@@ -25,10 +22,7 @@ const (
 )
 
 // deferWrites starts a policy pass's deferral (none while tracing).
-func (a *activation) deferWrites() { a.deferring = a.m.trace == nil && !noDefer }
-
-var noDefer = os.Getenv("NODEFER") != ""
-var noYield = os.Getenv("NOYIELD") != ""
+func (a *activation) deferWrites() { a.deferring = a.m.trace == nil }
 
 // owe records that q is owed w (in the order the pass met them).
 func (a *activation) owe(q *queue, w owedWrite) {
@@ -69,7 +63,7 @@ func (a *activation) payAll() {
 // the scheduler's goroutine behind the woken ones (an idle P picks it up at once); while
 // queues wait for slots the scheduler's next decisions matter more, and it does not yield.
 func (a *activation) yieldToHQDs() {
-	if !a.wokeHQD || noYield {
+	if !a.wokeHQD {
 		return
 	}
 	a.wokeHQD = false
