@@ -36,6 +36,12 @@
 #define VT_SP_VA_OUT		(VT_SP_VA + 2 * SZ_2M)
 #define VT_SP_VA_CSA		(VT_SP_VA + 4 * SZ_2M)
 #define VT_SP_ENDLESS		(~0ULL)	/* spin_sum's loops: never ends */
+/*
+ * How long all the queues' shaders may take: 30 s at the default timeout_ms, longer in
+ * proportion when the harness gives a slow device more (a race-detector server runs the
+ * shaders several times slower).
+ */
+#define VT_SP_WAIT_MS		(15 * max_t(unsigned int, timeout_ms, 2000))
 
 static void vt_put64(struct vgpu_bo *bo, u32 off, u64 v)
 {
@@ -178,7 +184,7 @@ enum vt_res t_shader_preempt(struct vt_case *t)
 		ret = vgpu_mq_submit(t, qs[j], p, n, false, true, &seq[j]);
 	}
 	for (j = 0; j < nq && !ret; j++)
-		ret = vgpu_mq_wait(t, qs[j], seq[j], 30000);
+		ret = vgpu_mq_wait(t, qs[j], seq[j], VT_SP_WAIT_MS);
 	vt_note(t, "%u queues on %u slots, %u spin_sum work-items of %u additions each: done in %lld ms, MES_UNMAPS +%u",
 		nq, k->m->nslots, VT_SP_N, VT_SP_LOOPS, ktime_ms_delta(ktime_get(), t0),
 		vgpu_rd(vg, VGPU_REG_MES_UNMAPS) - unmaps0);
