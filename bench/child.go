@@ -29,6 +29,11 @@ import (
 // childEnv names the doorbell mode of the device a child serves; unset in a normal run.
 const childEnv = "VGPU_BENCH_SERVER"
 
+// errChildRecursion: this process was started as a child device server but its program did not
+// call ServeIfChild first.
+var errChildRecursion = errors.New("bench: this process was started as a device server (" + childEnv +
+	" is set) but runs the scenarios: its program must call bench.ServeIfChild first")
+
 // childFD is the inherited socket's fd (the first of exec.Cmd.ExtraFiles).
 const childFD = 3
 
@@ -98,6 +103,10 @@ func newDevice(mode bars.DoorbellMode, cus int, opts ...func(*device.Config)) (*
 // its socket, and wait, which ends the child (it exits when the client's end is closed; it is
 // killed if it has not after a few seconds) and reports how it ended.
 func startChild(mode bars.DoorbellMode) (*net.UnixConn, func() error, error) {
+	if os.Getenv(childEnv) != "" {
+		// A child that ran the scenarios instead of serving: each one would start another.
+		return nil, nil, errChildRecursion
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
