@@ -28,14 +28,7 @@ func BenchmarkSwitch(b *testing.B) {
 func switchJobs(b *testing.B, alternate bool, n int) time.Duration {
 	b.StopTimer()
 	r := newRig(b)
-	wrote := make(chan struct{}, 1)
-	r.mem.SetOnWrite(func() {
-		r.cp.Wake()
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	})
+	r.wakeOnWrite()
 	r.hwResources(0x1, 0, 0xFFFE)
 	// An idle grace of 10 s: the lone queue keeps its slot however slow the host is (an
 	// alternating job never waits for it: a waiter takes an idle slot at once).
@@ -63,7 +56,7 @@ func switchJobs(b *testing.B, alternate bool, n int) time.Duration {
 			deadline := time.Now().Add(10 * time.Second)
 			for !q.done(s) {
 				select {
-				case <-wrote:
+				case <-r.wrote:
 				case now := <-tick.C:
 					if now.After(deadline) {
 						b.Fatalf("job %d on queue %d not done after 10 s", s, k)

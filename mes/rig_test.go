@@ -174,10 +174,10 @@ func (r *rig) fails(f *frameB, statusDW uint64, reason uint32) {
 	}
 }
 
-// wakeOnWrite makes waitFor re-check after every engine write to memory (before the
-// scheduler starts: the hook is read by engine goroutines). Off by default: some tests read
-// state right after a fence that the scheduler updates just after writing it (TestStatus
-// reads the ring's rptr and the frame history), which a 50 µs poll happens to hide.
+// wakeOnWrite makes waitFor re-check after every engine write to memory. Off by default: a
+// test that reads state the scheduler updates just after a fence must wait for that state
+// (as TestStatus waits for the ring's rptr), which a 50 µs poll can hide and a wake on the
+// fence's write does not.
 func (r *rig) wakeOnWrite() {
 	r.wrote = make(chan struct{}, 1)
 	r.mem.SetOnWrite(func() {
